@@ -1,0 +1,60 @@
+"""provstream's own exception hierarchy.
+
+Third-party errors (fastavro, kafka-python, aiokafka, the Neo4j driver) are
+translated into these at the boundary that meets them. ``retryable`` says
+whether trying the same operation again later may succeed.
+"""
+
+from __future__ import annotations
+
+
+class ProvstreamError(Exception):
+    """Base class of every error provstream raises on purpose."""
+
+    retryable: bool = False
+
+
+class ConfigError(ProvstreamError):
+    """A setting is missing or malformed."""
+
+
+class DecodeError(ProvstreamError):
+    """Bytes that are not a valid provstream message (names the problem)."""
+
+
+class EncodeError(ProvstreamError):
+    """A value that cannot be written with its schema."""
+
+
+class InvalidEvent(ProvstreamError):
+    """A well-formed event that breaks the contract (bad ids, scope change, ...)."""
+
+
+class EmitError(ProvstreamError):
+    """The emitter could not accept or deliver a step."""
+
+
+class EmitTimeout(EmitError):
+    """The emitter's buffer stayed full (Kafka unreachable) past the timeout."""
+
+    retryable = True
+
+
+class DeliveryFailed(EmitError):
+    """Kafka refused or never acknowledged a buffered step."""
+
+    retryable = True
+
+
+class StoreUnavailable(ProvstreamError):
+    """Neo4j cannot be reached right now; the operation may be retried."""
+
+    retryable = True
+
+
+class StoreError(ProvstreamError):
+    """Neo4j refused an operation (not retryable: bad data or bad query)."""
+
+
+class TraceNotFound(ProvstreamError):
+    """No trace with that IRI in the given scope."""

@@ -1,0 +1,94 @@
+"""The one settings object, read from ``PROVSTREAM_*`` environment variables.
+
+Library code receives a :class:`Settings`; only the CLI edge calls
+:meth:`Settings.from_env`. The Neo4j password comes from
+``PROVSTREAM_NEO4J_PASSWORD`` or, failing that, from the secret file the stack
+wrote on first start (``<stack dir>/secrets/neo4j-password``); it is never
+printed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from provstream.errors import ConfigError
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def _default_stack_dir() -> Path:
+    return _REPO / ".stack"
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    events_topic: str = "provstream.events"
+    triples_topic: str = "provstream.triples"
+    events_dlq_topic: str = "provstream.events.dlq"
+    triples_dlq_topic: str = "provstream.triples.dlq"
+    partitions: int = 4
+    worker_app_id: str = "provstream-fold"
+    sink_group: str = "provstream-sink"
+    neo4j_uri: str = "bolt://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: str = field(default="", repr=False)
+    neo4j_database: str = "neo4j"
+    neo4j_http: str = "http://127.0.0.1:7474"
+    stack_dir: Path = field(default_factory=_default_stack_dir)
+    user: str = "trustgraph"
+    collection: str = "default"
+    sink_batch_size: int = 2000
+    sink_batch_ms: int = 100
+    emit_buffer: int = 100_000
+    emit_block_ms: int = 10_000
+    max_message_bytes: int = 1_000_000
+    llm_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = field(default="", repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get("PROVSTREAM_" + f.name.upper())
+            if raw is not None and raw != "":
+                values[f.name] = _convert(f.name, f.type, raw)
+        settings = replace(cls(**values), **overrides)
+        if not settings.neo4j_password:
+            settings = replace(settings, neo4j_password=_read_secret(settings.stack_dir))
+        return settings
+
+    @property
+    def neo4j_auth(self) -> tuple[str, str]:
+        if not self.neo4j_password:
+            raise ConfigError(
+                "no Neo4j password: set PROVSTREAM_NEO4J_PASSWORD or start the stack (make up) "
+                f"so that {self.stack_dir / 'secrets' / 'neo4j-password'} exists"
+            )
+        return (self.neo4j_user, self.neo4j_password)
+
+
+def _convert(name: str, type_name: Any, raw: str) -> Any:
+    kind = str(type_name)
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "Path":
+            return Path(raw)
+    except ValueError as exc:
+        raise ConfigError(f"PROVSTREAM_{name.upper()} must be an integer, got {raw!r}") from exc
+    return raw
+
+
+def _read_secret(stack_dir: Path) -> str:
+    path = stack_dir / "secrets" / "neo4j-password"
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""

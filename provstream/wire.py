@@ -1,0 +1,171 @@
+"""Translation between the immutable values and their Avro records.
+
+``encode_event``/``decode_event`` and ``encode_triples``/``decode_triples``
+are the only functions the adapters need; they raise :class:`EncodeError` /
+:class:`DecodeError` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import UTC
+from typing import Any
+
+from provstream import codec
+from provstream import events as ev
+from provstream.errors import DecodeError, EncodeError
+from provstream.triples import (
+    Iri,
+    Literal,
+    QuotedTriple,
+    SessionState,
+    SessionStatus,
+    StepTriples,
+    Term,
+    Triple,
+)
+from provstream.vocab import Mechanism
+
+_PAYLOAD_TYPES: dict[str, type] = {f"provstream.{t.__name__}": t for t in ev.MECHANISM_OF}
+_PAYLOAD_NAMES: dict[type, str] = {t: n for n, t in _PAYLOAD_TYPES.items()}
+
+
+# -- events -----------------------------------------------------------------
+
+def _payload_to_avro(payload: ev.Payload) -> tuple[str, dict[str, Any]]:
+    name = _PAYLOAD_NAMES.get(type(payload))
+    if name is None:
+        raise EncodeError(f"not a step payload: {type(payload).__name__}")
+    record = dataclasses.asdict(payload)
+    if isinstance(payload, ev.AgentIteration):
+        record["used"] = list(payload.used)
+        if payload.subtrace is not None:
+            record["subtrace"] = {"mechanism": payload.subtrace.mechanism.value,
+                                  "session_id": payload.subtrace.session_id}
+    elif isinstance(payload, ev.GraphRagFocus):
+        record["edges"] = [dataclasses.asdict(e) for e in payload.edges]
+    elif isinstance(payload, ev.DocRagExploration):
+        record["chunks"] = list(payload.chunks)
+    return name, record
+
+
+def event_to_avro(event: ev.Event) -> dict[str, Any]:
+    if event.event_time.tzinfo is None:
+        raise EncodeError("event_time must be timezone-aware")
+    return {
+        "event_id": event.event_id,
+        "session_id": event.session_id,
+        "mechanism": event.mechanism.value,
+        "seq": event.seq,
+        "event_time": event.event_time,
+        "user": event.user,
+        "collection": event.collection,
+        "payload": _payload_to_avro(event.payload),
+    }
+
+
+def _payload_from_avro(value: Any) -> ev.Payload:
+    name, record = value
+    cls = _PAYLOAD_TYPES[name]
+    fields = dict(record)
+    if cls is ev.AgentIteration:
+        fields["used"] = tuple(fields["used"])
+        sub = fields["subtrace"]
+        fields["subtrace"] = None if sub is None else ev.SubTrace(Mechanism(sub["mechanism"]), sub["session_id"])
+    elif cls is ev.GraphRagFocus:
+        fields["edges"] = tuple(ev.SelectedEdge(**e) for e in fields["edges"])
+    elif cls is ev.DocRagExploration:
+        fields["chunks"] = tuple(fields["chunks"])
+    return cls(**fields)  # type: ignore[no-any-return]
+
+
+def event_from_avro(record: dict[str, Any]) -> ev.Event:
+    return ev.Event(
+        event_id=record["event_id"],
+        session_id=record["session_id"],
+        mechanism=Mechanism(record["mechanism"]),
+        seq=record["seq"],
+        event_time=record["event_time"].astimezone(UTC),
+        user=record["user"],
+        collection=record["collection"],
+        payload=_payload_from_avro(record["payload"]),
+    )
+
+
+def encode_event(event: ev.Event) -> bytes:
+    return codec.encode(codec.EVENT, event_to_avro(event))
+
+
+def decode_event(data: bytes) -> ev.Event:
+    return _guarded(event_from_avro, codec.decode(codec.EVENT, data))
+
+
+# -- triples ----------------------------------------------------------------
+
+def _term_to_avro(term: Term) -> dict[str, Any]:
+    if isinstance(term, Iri):
+        return {"kind": "IRI", "value": term.value}
+    if isinstance(term, Literal):
+        return {"kind": "LITERAL", "value": term.value, "datatype": term.datatype, "language": term.language}
+    o = term.o
+    quoted = {"s": term.s.value, "p": term.p.value, "o": o.value,
+              "o_kind": "IRI" if isinstance(o, Iri) else "LITERAL"}
+    if isinstance(o, Literal):
+        quoted.update(o_datatype=o.datatype, o_language=o.language)
+    return {"kind": "TRIPLE", "triple": quoted}
+
+
+def _term_from_avro(record: dict[str, Any]) -> Term:
+    kind = record["kind"]
+    if kind == "IRI":
+        return Iri(record["value"])
+    if kind == "LITERAL":
+        return Literal(record["value"], record["datatype"], record["language"])
+    q = record["triple"]
+    if q is None:
+        raise DecodeError("TRIPLE term without a triple")
+    o: Iri | Literal = Iri(q["o"]) if q["o_kind"] == "IRI" else Literal(q["o"], q["o_datatype"], q["o_language"])
+    return QuotedTriple(Iri(q["s"]), Iri(q["p"]), o)
+
+
+def triples_to_avro(msg: StepTriples) -> dict[str, Any]:
+    status = msg.status
+    return {
+        "event_id": msg.event_id, "session_id": msg.session_id, "mechanism": msg.mechanism.value,
+        "seq": msg.seq, "user": msg.user, "collection": msg.collection, "question": msg.question,
+        "graph": msg.graph, "duplicate": msg.duplicate,
+        "triples": [{"s": t.s.value, "p": t.p.value, "o": _term_to_avro(t.o)} for t in msg.triples],
+        "status": {"state": status.state.value, "steps": status.steps, "expected": status.expected,
+                   "late": status.late, "missing": list(status.missing)},
+    }
+
+
+def triples_from_avro(record: dict[str, Any]) -> StepTriples:
+    st = record["status"]
+    return StepTriples(
+        event_id=record["event_id"], session_id=record["session_id"],
+        mechanism=Mechanism(record["mechanism"]), seq=record["seq"], user=record["user"],
+        collection=record["collection"], question=record["question"], graph=record["graph"],
+        duplicate=record["duplicate"],
+        triples=tuple(Triple(Iri(t["s"]), Iri(t["p"]), _term_from_avro(t["o"])) for t in record["triples"]),
+        status=SessionStatus(SessionState(st["state"]), st["steps"], st["expected"], st["late"],
+                             tuple(st["missing"])),
+    )
+
+
+def encode_triples(msg: StepTriples) -> bytes:
+    return codec.encode(codec.STEP_TRIPLES, triples_to_avro(msg))
+
+
+def decode_triples(data: bytes) -> StepTriples:
+    return _guarded(triples_from_avro, codec.decode(codec.STEP_TRIPLES, data))
+
+
+def _guarded(convert: Callable[[dict[str, Any]], Any], record: dict[str, Any]) -> Any:
+    try:
+        return convert(record)
+    except DecodeError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DecodeError(f"record does not fit the model: {exc}") from exc
