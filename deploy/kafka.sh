@@ -191,7 +191,7 @@ do_resolve() {
     local tmp=$LIB.tmp.$$
     rm -rf "$tmp"
     mkdir -p "$tmp"
-    if ! JAVA_HOME=$JAVA_HOME_SEL mvn -B -q -f "$POM" dependency:copy-dependencies \
+    if ! JAVA_HOME=$JAVA_HOME_SEL mvn -B -q -Dstyle.color=never -f "$POM" dependency:copy-dependencies \
         -DincludeScope=runtime -DoutputDirectory="$tmp" >"$RESOLVE_LOG" 2>&1 </dev/null; then
         rm -rf "$tmp"
         die "could not resolve org.apache.kafka:kafka_2.13:$VERSION from Maven (see $(show "$RESOLVE_LOG"))"

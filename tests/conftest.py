@@ -1,0 +1,67 @@
+"""Shared fixtures.
+
+Unit tests (tests/unit) need nothing running. Integration tests
+(tests/integration, marked ``integration``) use the real Kafka and Neo4j that
+``make test`` starts once per run; each test gets its own topics, consumer
+groups and session scope through :func:`isolated` so tests never see each
+other's data.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from dataclasses import replace
+from urllib.parse import urlparse
+
+import pytest
+
+from provstream.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def base_settings() -> Settings:
+    return Settings.from_env()
+
+
+def _reachable(host_port: str) -> bool:
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def stack(base_settings: Settings) -> Settings:
+    """The running stack; fails (never skips) when it is not up."""
+    bolt = urlparse(base_settings.neo4j_uri)
+    for name, addr in (("Kafka", base_settings.kafka_bootstrap), ("Neo4j", f"{bolt.hostname}:{bolt.port}")):
+        if not _reachable(addr):
+            pytest.fail(f"{name} is not reachable at {addr}: run `make up` (make test does it for you)")
+    return base_settings
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def isolated(stack: Settings, unique: str) -> Settings:
+    """Settings with this test's own topics, groups and collection; topics created."""
+    from provstream.topics import ensure_topics
+
+    s = replace(
+        stack,
+        events_topic=f"test.{unique}.events",
+        triples_topic=f"test.{unique}.triples",
+        events_dlq_topic=f"test.{unique}.events.dlq",
+        triples_dlq_topic=f"test.{unique}.triples.dlq",
+        worker_app_id=f"test-{unique}-fold",
+        sink_group=f"test-{unique}-sink",
+        collection=f"test-{unique}",
+    )
+    ensure_topics(s)
+    return s
