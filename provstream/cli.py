@@ -1,6 +1,6 @@
 """``provstream`` command line: one subcommand module per verb.
 
-Each module in :data:`COMMANDS` exposes ``register(subparsers)``, which adds
+Each module in :mod:`provstream.commands` exposes ``register(subparsers)``, which adds
 its parser and sets ``func(args, settings) -> int``. Settings are read from
 the environment here, once, at the edge.
 """
@@ -9,27 +9,26 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 from collections.abc import Sequence
 
+from provstream import commands
 from provstream.errors import ProvstreamError
 from provstream.settings import Settings
 
-COMMANDS = (
-    "provstream.commands.stack",
-    "provstream.commands.emit",
-    "provstream.commands.worker",
-    "provstream.commands.sink",
-    "provstream.commands.replay",
-    "provstream.commands.export",
-    "provstream.commands.follow",
-)
+
+
+def command_modules() -> list[str]:
+    """Every module of :mod:`provstream.commands`, in name order."""
+    return [f"{commands.__name__}.{m.name}" for m in sorted(pkgutil.iter_modules(commands.__path__),
+                                                             key=lambda m: m.name)]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="provstream", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in command_modules():
         importlib.import_module(name).register(sub)
     return parser
 

@@ -59,10 +59,13 @@ class Settings:
             raw = env.get("PROVSTREAM_" + f.name.upper())
             if raw is not None and raw != "":
                 values[f.name] = _convert(f.name, f.type, raw)
-        settings = replace(cls(**values), **overrides)
-        if not settings.neo4j_password:
-            settings = replace(settings, neo4j_password=_read_secret(settings.stack_dir))
-        return settings
+        return replace(cls(**values), **overrides).with_stack_secret()
+
+    def with_stack_secret(self) -> Settings:
+        """These settings, with the password the stack stored if none was given."""
+        if self.neo4j_password:
+            return self
+        return replace(self, neo4j_password=_read_secret(self.stack_dir))
 
     @property
     def neo4j_auth(self) -> tuple[str, str]:

@@ -1,0 +1,43 @@
+# provstream — every target installs the project into .venv first if needed.
+SHELL := /bin/bash
+VENV  := .venv
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: up down status test unit demo bench faults lint clean-stack
+
+$(STAMP): pyproject.toml
+	bash scripts/bootstrap
+	touch $(STAMP)
+
+up: $(STAMP)
+	$(BIN)/provstream stack up
+
+down:
+	@if [ -x $(BIN)/provstream ]; then $(BIN)/provstream stack down; \
+	else bash deploy/kafka.sh down; bash deploy/neo4j.sh down; fi
+
+status: $(STAMP)
+	$(BIN)/provstream stack status
+
+test: $(STAMP)
+	bash scripts/test
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+demo: $(STAMP)
+	bash scripts/demo
+
+bench: $(STAMP)
+	bash scripts/bench
+
+faults: $(STAMP)
+	bash scripts/faults
+
+lint: $(STAMP)
+	$(BIN)/ruff check provstream streams connectors tests bench
+	$(BIN)/mypy
+
+clean-stack: down
+	rm -rf .stack

@@ -1,0 +1,5 @@
+import sys
+
+from provstream.cli import main
+
+sys.exit(main())

@@ -1,0 +1,200 @@
+"""The local stack: Kafka and Neo4j (deploy/*.sh) plus the managed worker and sink.
+
+Servers are started by their deploy scripts; the Faust worker and the sink are
+``provstream worker`` / ``provstream sink`` processes started detached, with a
+pid file under ``<stack dir>/run`` and a log under ``<stack dir>/logs``. Every
+operation is idempotent: ``up`` twice is harmless, ``down`` with nothing
+running is harmless, and a process that fails to become ready is stopped
+before the error is raised, so nothing is left half-started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from provstream.errors import ProvstreamError
+from provstream.settings import Settings
+from provstream.topics import ensure_topics
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+SERVERS = ("kafka", "neo4j")
+
+
+@dataclass(frozen=True)
+class App:
+    """A managed Python process: its subcommand and the log line that says it is ready."""
+
+    name: str
+    argv: tuple[str, ...]
+    ready: str
+
+
+APPS = (
+    App("worker", ("worker",), "provstream worker ready"),
+    App("sink", ("sink",), "provstream sink ready"),
+)
+
+
+class StackError(ProvstreamError):
+    pass
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    return {**os.environ, "PROVSTREAM_STACK_DIR": str(settings.stack_dir)}
+
+
+def _script(settings: Settings, server: str, verb: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(DEPLOY / f"{server}.sh"), verb], env=_env(settings),
+        capture_output=True, text=True, check=False,
+    )
+
+
+def server(settings: Settings, name: str, verb: str) -> str:
+    """Run ``deploy/<name>.sh <verb>``; its one-line error becomes a StackError."""
+    done = _script(settings, name, verb)
+    if done.returncode != 0 and not (verb == "status" and done.returncode == 3):
+        last = (done.stderr.strip().splitlines() or [f"{name} {verb} failed"])[-1]
+        raise StackError(last.removeprefix("provstream: "))
+    return done.stdout.strip()
+
+
+# -- managed apps -----------------------------------------------------------
+
+def _pidfile(settings: Settings, app: App) -> Path:
+    return settings.stack_dir / "run" / f"{app.name}.pid"
+
+
+def _logfile(settings: Settings, app: App) -> Path:
+    return settings.stack_dir / "logs" / f"{app.name}.log"
+
+
+def app_pid(settings: Settings, app: App) -> int | None:
+    try:
+        pid = int(_pidfile(settings, app).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def start_app(settings: Settings, app: App, timeout: float = 90.0) -> int:
+    if (pid := app_pid(settings, app)) is not None:
+        return pid
+    log = _logfile(settings, app)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    _pidfile(settings, app).parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        start = out.tell()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "provstream", *app.argv], stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=_env(settings), start_new_session=True,
+        )
+    _pidfile(settings, app).write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _pidfile(settings, app).unlink(missing_ok=True)
+            raise StackError(f"{app.name} exited with code {proc.returncode} (see {log})")
+        if app.ready in _tail(log, start):
+            return proc.pid
+        time.sleep(0.2)
+    stop_app(settings, app)
+    raise StackError(f"{app.name} not ready after {timeout:.0f}s (see {log})")
+
+
+def _tail(log: Path, start: int) -> str:
+    with log.open("rb") as f:
+        f.seek(start)
+        return f.read().decode("utf-8", "replace")
+
+
+def stop_app(settings: Settings, app: App, timeout: float = 30.0) -> bool:
+    pid = app_pid(settings, app)
+    if pid is None:
+        _pidfile(settings, app).unlink(missing_ok=True)
+        return False
+    _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    if _alive(pid):
+        _signal_group(pid, signal.SIGKILL)
+    _pidfile(settings, app).unlink(missing_ok=True)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+# -- the whole stack --------------------------------------------------------
+
+def up(settings: Settings, *, apps: bool = True, say=print) -> None:  # type: ignore[no-untyped-def]
+    started: list[str] = []
+    try:
+        for name in SERVERS:
+            t0 = time.monotonic()
+            out = server(settings, name, "up")
+            started.append(name)
+            say(f"{name}: {out.splitlines()[-1] if out else 'up'} ({time.monotonic() - t0:.1f}s)")
+        settings = settings.with_stack_secret()  # the first neo4j up may just have written it
+        created = ensure_topics(settings)
+        if created:
+            say(f"topics created: {', '.join(created)}")
+        if apps:
+            for app in APPS:
+                pid = start_app(settings, app)
+                say(f"{app.name}: running (pid {pid}, log {_logfile(settings, app)})")
+    except ProvstreamError:
+        say("stack: start failed; stopping what was started")
+        down(settings, say=lambda _m: None)
+        raise
+
+
+def down(settings: Settings, *, say=print) -> None:  # type: ignore[no-untyped-def]
+    for app in reversed(APPS):
+        if stop_app(settings, app):
+            say(f"{app.name}: stopped")
+    for name in reversed(SERVERS):
+        say(server(settings, name, "down") or f"{name}: stopped")
+
+
+def status(settings: Settings) -> tuple[list[str], bool]:
+    """One line per component, and whether everything (servers and apps) runs."""
+    lines, healthy = [], True
+    for name in SERVERS:
+        done = _script(settings, name, "status")
+        lines.append(done.stdout.strip() or done.stderr.strip() or f"{name} unknown")
+        healthy &= done.returncode == 0
+    for app in APPS:
+        pid = app_pid(settings, app)
+        lines.append(f"{app.name} {'running (pid %d)' % pid if pid else 'stopped'}")
+        healthy &= pid is not None
+    return lines, healthy
