@@ -18,7 +18,6 @@ from provstream.errors import ProvstreamError
 from provstream.settings import Settings
 
 
-
 def command_modules() -> list[str]:
     """Every module of :mod:`provstream.commands`, in name order."""
     return [f"{commands.__name__}.{m.name}" for m in sorted(pkgutil.iter_modules(commands.__path__),

@@ -195,6 +195,6 @@ def status(settings: Settings) -> tuple[list[str], bool]:
         healthy &= done.returncode == 0
     for app in APPS:
         pid = app_pid(settings, app)
-        lines.append(f"{app.name} {'running (pid %d)' % pid if pid else 'stopped'}")
+        lines.append(f"{app.name} running (pid {pid})" if pid else f"{app.name} stopped")
         healthy &= pid is not None
     return lines, healthy
