@@ -46,6 +46,18 @@ class DeliveryFailed(EmitError):
     retryable = True
 
 
+class InvalidStep(EmitError, ValueError):
+    """A step rejected at the emitter call (bad ids, arguments not JSON, ...); nothing was recorded."""
+
+
+class StepTooLarge(InvalidStep):
+    """A step whose encoded size exceeds the broker's message limit."""
+
+
+class InvalidInput(ProvstreamError, ValueError):
+    """Malformed input data: a request's wire form, a line of a trajectory file (names where)."""
+
+
 class StoreUnavailable(ProvstreamError):
     """Neo4j cannot be reached right now; the operation may be retried."""
 
