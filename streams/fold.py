@@ -136,6 +136,10 @@ def _validate(event: ev.Event) -> None:
     _validate_payload(event.payload)
 
 
+validate = _validate
+"""Public name of the contract check, so the emitter rejects at the call what the fold would dead-letter."""
+
+
 def _validate_payload(p: ev.Payload) -> None:
     if isinstance(p, ev.AgentIteration):
         _validate_iteration(p)
