@@ -1,0 +1,322 @@
+"""The emitter SDK: agent and RAG code record each step as it happens.
+
+::
+
+    with Emitter(settings) as emitter:
+        session = emitter.agent("What is the capital of France?")
+        session.iteration(thought="...", action="Search", arguments={"input": "France"}, observation="...")
+        session.conclude("Paris")            # -> "urn:trustgraph:agent:{uuid}/final"
+
+Every call builds one :class:`~provstream.events.Event` (fresh event id,
+``seq`` 0, 1, 2, ... within the session, event time = now in UTC), checks it
+against the contract the fold enforces, encodes it (Avro single-object) and
+hands it to the transport at once, keyed by the session id. A call that raises
+recorded nothing and consumed no sequence or iteration number, so it may be
+retried. Errors: :class:`InvalidStep` (bad input, e.g. arguments that are not
+JSON-serialisable), :class:`StepTooLarge`, :class:`EmitTimeout` (buffer full),
+:class:`DeliveryFailed` (an earlier step was not delivered).
+
+An empty ``session_id`` gives a :class:`NullSession`: same methods, records
+nothing, ``uri`` ``""`` (callers without provenance keep working).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Union
+
+from provstream import events as ev
+from provstream import vocab as v
+from provstream.errors import EmitError, EncodeError, InvalidEvent, InvalidStep, StepTooLarge
+from provstream.settings import Settings
+from provstream.streams.fold import validate
+from provstream.wire import encode_event
+
+from .transport import KafkaTransport, Transport
+
+# Room left under the broker's message limit for the record batch framing
+# (batch header 61 bytes, record header <= 32 bytes) and compression overhead.
+RECORD_OVERHEAD = 512
+
+EdgeLike = Union[ev.SelectedEdge, Sequence[str]]
+
+
+class Emitter:
+    """Opens sessions and ships their steps through a :class:`Transport` (Kafka by default).
+
+    No I/O happens in the constructor: the default :class:`KafkaTransport` is
+    created by :meth:`open` (or the first step) and connects in the background.
+    Thread-safe: sessions may live on different threads.
+    """
+
+    def __init__(self, settings: Settings, *, transport: Transport | None = None) -> None:
+        self.settings = settings
+        self._transport = transport
+        self._limit = settings.max_message_bytes - RECORD_OVERHEAD
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------
+
+    def open(self) -> Emitter:
+        self.transport  # noqa: B018 - creates the default transport
+        return self
+
+    def __enter__(self) -> Emitter:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def transport(self) -> Transport:
+        if self._closed:
+            raise EmitError("the emitter is closed")
+        if self._transport is None:
+            with self._lock:
+                if self._transport is None:
+                    self._transport = KafkaTransport(self.settings)
+        return self._transport
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every step sent so far is acknowledged; :class:`DeliveryFailed` lists failures."""
+        if self._transport is not None and not self._closed:
+            self._transport.flush(timeout)
+
+    def close(self) -> None:
+        """Deliver everything buffered, then release the transport (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+    # -- sessions --------------------------------------------------------
+
+    def agent(self, question: str, *, user: str | None = None, collection: str | None = None,
+              session_id: str | None = None) -> AgentSession | NullSession:
+        return self._open(AgentSession, question, user, collection, session_id)
+
+    def docrag(self, question: str, *, user: str | None = None, collection: str | None = None,
+               session_id: str | None = None) -> DocRagSession | NullSession:
+        return self._open(DocRagSession, question, user, collection, session_id)
+
+    def graphrag(self, question: str, *, user: str | None = None, collection: str | None = None,
+                 session_id: str | None = None) -> GraphRagSession | NullSession:
+        return self._open(GraphRagSession, question, user, collection, session_id)
+
+    def _open(self, cls: Any, question: str, user: str | None, collection: str | None,
+              session_id: str | None) -> Any:
+        if session_id == "":
+            return NullSession(cls.mechanism)
+        session = cls(self, session_id or str(uuid.uuid4()),
+                      self.settings.user if user is None else user,
+                      self.settings.collection if collection is None else collection)
+        session._emit(cls.question_type(_text("question", question)))
+        return session
+
+    def _send(self, event: ev.Event) -> None:
+        try:
+            validate(event)
+            value = encode_event(event)
+        except (InvalidEvent, EncodeError) as exc:
+            raise InvalidStep(f"{_step_name(event)} of session {event.session_id!r} rejected: {exc}") from exc
+        key = event.session_id.encode("utf-8")
+        if len(key) + len(value) > self._limit:
+            raise StepTooLarge(
+                f"{_step_name(event)} of session {event.session_id!r} is {len(value)} bytes encoded; "
+                f"the limit is {self._limit} (max_message_bytes {self.settings.max_message_bytes} "
+                f"less {RECORD_OVERHEAD} for framing)"
+            )
+        self.transport.send(key, value)
+
+
+class _Session:
+    """One session's identity and sequence; every step goes through :meth:`_emit`."""
+
+    mechanism: v.Mechanism
+    question_type: Any
+
+    def __init__(self, emitter: Emitter, session_id: str, user: str, collection: str) -> None:
+        self._emitter = emitter
+        self.session_id = session_id
+        self.user = user
+        self.collection = collection
+        self.uri = v.question_iri(self.mechanism, session_id)
+        self._seq = 0
+        self._lock = threading.RLock()
+
+    def _emit(self, payload: ev.Payload) -> None:
+        """Send one step; the sequence number advances only if the transport took it."""
+        with self._lock:
+            self._emitter._send(ev.Event(
+                event_id=str(uuid.uuid4()), session_id=self.session_id, mechanism=self.mechanism,
+                seq=self._seq, event_time=datetime.now(UTC), payload=payload,
+                user=self.user, collection=self.collection,
+            ))
+            self._seq += 1
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.uri}>"
+
+
+class AgentSession(_Session):
+    """A ReAct agent session: iterations numbered 1, 2, ... then the conclusion."""
+
+    mechanism = v.Mechanism.AGENT
+    question_type = ev.AgentQuestion
+
+    def __init__(self, emitter: Emitter, session_id: str, user: str, collection: str) -> None:
+        super().__init__(emitter, session_id, user, collection)
+        self._iterations = 0
+
+    @property
+    def iterations(self) -> int:
+        return self._iterations
+
+    def iteration(self, thought: str = "", action: str = "", arguments: Mapping[str, Any] | None = None,
+                  observation: str = "", used: Sequence[int] = (),
+                  subtrace: DocRagSession | GraphRagSession | NullSession | None = None) -> str:
+        """Record one think/act/observe cycle; return its Analysis IRI."""
+        with self._lock:
+            n = self._iterations + 1
+            self._emit(ev.AgentIteration(
+                iteration=n, thought=_text("thought", thought), action=_text("action", action),
+                arguments=arguments_json(arguments), observation=_text("observation", observation),
+                used=_used(used), subtrace=_subtrace(subtrace),
+            ))
+            self._iterations = n
+        return v.analysis_iri(self.session_id, n)
+
+    def conclude(self, answer: str) -> str:
+        """Record the final answer (with the number of iterations so far); return the Conclusion IRI."""
+        with self._lock:
+            self._emit(ev.AgentConclusion(answer=_text("answer", answer), iterations=self._iterations))
+        return v.conclusion_iri(self.session_id)
+
+
+class DocRagSession(_Session):
+    """A Document RAG query: exploration (chunks) then synthesis."""
+
+    mechanism = v.Mechanism.DOCRAG
+    question_type = ev.DocRagQuestion
+
+    def explore(self, chunk_count: int, chunks: Sequence[str]) -> str:
+        """Record the retrieval: how many chunks, and the ids of those selected."""
+        if isinstance(chunks, str):
+            raise InvalidStep("chunks must be a sequence of chunk ids, not one string")
+        self._emit(ev.DocRagExploration(chunk_count=_count("chunk_count", chunk_count),
+                                        chunks=tuple(_text("chunk id", c) for c in chunks)))
+        return v.exploration_iri(self.mechanism, self.session_id)
+
+    def synthesize(self, content: str) -> str:
+        self._emit(ev.DocRagSynthesis(content=_text("content", content)))
+        return v.synthesis_iri(self.mechanism, self.session_id)
+
+
+class GraphRagSession(_Session):
+    """A GraphRAG query: exploration (edge count), focus (edges with reasoning), synthesis."""
+
+    mechanism = v.Mechanism.GRAPHRAG
+    question_type = ev.GraphRagQuestion
+
+    def explore(self, edge_count: int) -> str:
+        self._emit(ev.GraphRagExploration(edge_count=_count("edge_count", edge_count)))
+        return v.exploration_iri(self.mechanism, self.session_id)
+
+    def focus(self, edges: Sequence[EdgeLike]) -> str:
+        """Record the selected edges: :class:`SelectedEdge` or ``(s, p, o[, reasoning])`` tuples."""
+        self._emit(ev.GraphRagFocus(edges=tuple(_edge(e) for e in edges)))
+        return v.focus_iri(self.session_id)
+
+    def synthesize(self, content: str) -> str:
+        self._emit(ev.GraphRagSynthesis(content=_text("content", content)))
+        return v.synthesis_iri(self.mechanism, self.session_id)
+
+
+class NullSession:
+    """What an empty ``session_id`` gives: every method records nothing and returns ``""``."""
+
+    session_id = ""
+    uri = ""
+    iterations = 0
+
+    def __init__(self, mechanism: v.Mechanism) -> None:
+        self.mechanism = mechanism
+
+    def iteration(self, *args: Any, **kwargs: Any) -> str:
+        return ""
+
+    def conclude(self, *args: Any, **kwargs: Any) -> str:
+        return ""
+
+    def explore(self, *args: Any, **kwargs: Any) -> str:
+        return ""
+
+    def focus(self, *args: Any, **kwargs: Any) -> str:
+        return ""
+
+    def synthesize(self, *args: Any, **kwargs: Any) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        return f"<NullSession {self.mechanism.value}>"
+
+
+# -- argument checks (each raises InvalidStep naming the problem) ----------
+
+def arguments_json(arguments: Mapping[str, Any] | None) -> str:
+    """Canonical JSON text of tool arguments (sorted keys, Unicode kept)."""
+    if arguments is None:
+        return "{}"
+    if not isinstance(arguments, Mapping):
+        raise InvalidStep(f"arguments must be a mapping, got {type(arguments).__name__}")
+    try:
+        return json.dumps(arguments, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidStep(f"arguments are not JSON-serialisable: {exc}") from exc
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidStep(f"{name} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidStep(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _used(used: Sequence[int]) -> tuple[int, ...]:
+    if isinstance(used, (str, bytes)) or any(isinstance(u, bool) or not isinstance(u, int) for u in used):
+        raise InvalidStep(f"used must be a sequence of iteration numbers, got {used!r}")
+    return tuple(used)
+
+
+def _subtrace(sub: DocRagSession | GraphRagSession | NullSession | None) -> ev.SubTrace | None:
+    if sub is None or isinstance(sub, NullSession):
+        return None
+    if not isinstance(sub, (DocRagSession, GraphRagSession)):
+        raise InvalidStep(f"subtrace must be a DocRAG or GraphRAG session, got {type(sub).__name__}")
+    return ev.SubTrace(sub.mechanism, sub.session_id)
+
+
+def _edge(edge: EdgeLike) -> ev.SelectedEdge:
+    if isinstance(edge, ev.SelectedEdge):
+        return edge
+    if isinstance(edge, (str, bytes)) or not isinstance(edge, Sequence) or len(edge) not in (3, 4):
+        raise InvalidStep(f"an edge is a SelectedEdge or (subject, predicate, object[, reasoning]), got {edge!r}")
+    return ev.SelectedEdge(*(_text("edge term", t) for t in edge))
+
+
+def _step_name(event: ev.Event) -> str:
+    p = event.payload
+    if isinstance(p, ev.AgentIteration):
+        return f"iteration {p.iteration}"
+    return type(p).__name__

@@ -1,0 +1,279 @@
+"""Where the emitter's encoded steps go: the :class:`Transport` port and its adapters.
+
+:class:`KafkaTransport` is the production adapter; :class:`MemoryTransport`
+keeps ``(key, value)`` pairs in a list for tests and dry runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from queue import Empty, SimpleQueue
+from typing import Any, Protocol
+
+from provstream.errors import DeliveryFailed, EmitError, EmitTimeout
+from provstream.settings import Settings
+
+# Extra time flush(None) allows past the producer's own delivery timeout.
+_FLUSH_MARGIN_S = 5.0
+_RECONNECT_BACKOFF_S = 1.0
+_CLOSE = object()
+
+
+class Transport(Protocol):
+    """The port the emitter writes to: one call per step, never batched by the caller."""
+
+    def send(self, key: bytes, value: bytes) -> None: ...
+
+    def flush(self, timeout: float | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryTransport:
+    """Keeps every ``(key, value)`` in :attr:`sent`, in call order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, bytes]] = []
+        self.closed = False
+
+    def send(self, key: bytes, value: bytes) -> None:
+        if self.closed:
+            raise EmitError("transport is closed")
+        self.sent.append((key, value))
+
+    def flush(self, timeout: float | None = None) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One step Kafka did not take: its key (the session id) and why."""
+
+    key: bytes
+    reason: str
+
+
+def delivery_failed(failures: list[Failure], topic: str) -> DeliveryFailed:
+    sessions = sorted({f.key.decode("utf-8", "replace") for f in failures})
+    reasons = sorted({f.reason for f in failures})
+    exc = DeliveryFailed(
+        f"{len(failures)} step(s) not delivered to topic {topic!r} "
+        f"(sessions: {', '.join(sessions[:5])}{', ...' if len(sessions) > 5 else ''}): {'; '.join(reasons[:3])}"
+    )
+    exc.failures = list(failures)  # type: ignore[attr-defined]
+    return exc
+
+
+def producer_config(settings: Settings) -> dict[str, Any]:
+    """kafka-python producer settings: idempotent, ``acks=all``, batched for throughput."""
+    return {
+        "bootstrap_servers": settings.kafka_bootstrap,
+        "client_id": "provstream-emitter",
+        "enable_idempotence": True,
+        "acks": "all",
+        "linger_ms": 10,
+        "batch_size": 256 * 1024,
+        "max_request_size": max(settings.max_message_bytes, 1_048_576),
+        "max_block_ms": settings.emit_block_ms,
+        "bootstrap_timeout_ms": settings.emit_block_ms,
+        "compression_type": None,
+    }
+
+
+class KafkaTransport:
+    """Hands steps to Kafka without the caller ever waiting on the network.
+
+    Policy:
+
+    * ``send()`` only appends to an in-process buffer and returns; a single
+      background thread owns the kafka-python ``KafkaProducer`` (idempotent,
+      ``acks=all``, default murmur2 partitioner so a session's key always maps
+      to the partition Java/Faust would pick) and feeds it in FIFO order, so a
+      session's steps reach its partition in the order they were sent.
+    * The buffer is bounded by ``settings.emit_buffer`` steps not yet
+      acknowledged by Kafka (queued here or in the producer). When it is full
+      (Kafka slow or unreachable) ``send()`` blocks up to
+      ``settings.emit_block_ms`` and then raises :class:`EmitTimeout`; the
+      step was not buffered.
+    * Connecting happens in the background thread and is retried until
+      :meth:`close`; steps stay buffered meanwhile.
+    * Every step Kafka refuses or never acknowledges (after the producer's
+      delivery timeout) is collected and raised as :class:`DeliveryFailed`
+      from the next ``send()`` (before that step is buffered) or from
+      :meth:`flush` / :meth:`close`; none is dropped silently.
+    * ``flush()`` waits until everything buffered is acknowledged;
+      ``close()`` flushes, then stops the producer. Steps still undelivered
+      at close are reported as :class:`DeliveryFailed`.
+    """
+
+    def __init__(self, settings: Settings, *, topic: str | None = None,
+                 config: Mapping[str, Any] | None = None) -> None:
+        self.topic = topic or settings.events_topic
+        self._config = {**producer_config(settings), **(config or {})}
+        self._limit = max(1, settings.emit_buffer)
+        self._block_s = settings.emit_block_ms / 1000
+        self._cond = threading.Condition(threading.Lock())
+        self._pending = 0
+        self._failures: list[Failure] = []
+        self._queue: SimpleQueue[Any] = SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._connected = threading.Event()
+        self._connect_error = ""
+        self._closing = threading.Event()
+        self._closed = False
+
+    # -- caller side -----------------------------------------------------
+
+    def send(self, key: bytes, value: bytes) -> None:
+        if self._failures:
+            self._raise_failures()
+        if self._closed:
+            raise EmitError("the Kafka transport is closed")
+        if self._thread is None:
+            self.start()
+        with self._cond:
+            if self._pending >= self._limit and not self._cond.wait_for(self._has_room, self._block_s):
+                raise EmitTimeout(self._full_message())
+            self._pending += 1
+        self._queue.put((key, value))
+
+    def start(self) -> None:
+        """Start the background sender (idempotent); the first ``send()`` does it too."""
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="provstream-emitter", daemon=True)
+                self._thread.start()
+
+    def wait_connected(self, timeout: float) -> None:
+        """Block until the producer has bootstrapped; :class:`EmitError` naming the broker if not in time."""
+        self.start()
+        if not self._connected.wait(timeout):
+            detail = self._connect_error or "no answer"
+            raise EmitError(f"cannot reach Kafka at {self._config['bootstrap_servers']}: {detail}")
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every buffered step is acknowledged; raise what failed."""
+        if timeout is None:
+            timeout = self._config.get("delivery_timeout_ms", 120_000) / 1000 + self._block_s + _FLUSH_MARGIN_S
+        with self._cond:
+            done = self._cond.wait_for(lambda: self._pending == 0, timeout)
+            pending = self._pending
+        self._raise_failures()
+        if not done:
+            why = f" (Kafka at {self._config['bootstrap_servers']} unreachable: {self._connect_error})" \
+                if not self._connected.is_set() else ""
+            raise EmitTimeout(f"{pending} step(s) still not acknowledged after {timeout:.1f}s{why}")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop the sender thread and the producer; raise what was not delivered."""
+        if self._closed:
+            return
+        self._closed = True
+        first: EmitError | None = None
+        try:
+            if self._thread is not None:
+                self.flush(timeout)
+        except EmitError as exc:
+            first = exc
+        self._stop()
+        try:
+            self._raise_failures()
+        except DeliveryFailed as exc:
+            first = first or exc
+        if first is None and self._pending:
+            first = DeliveryFailed(f"{self._pending} step(s) were still buffered when the Kafka transport closed")
+        if first is not None:
+            raise first
+
+    def _stop(self) -> None:
+        self._closing.set()
+        self._queue.put(_CLOSE)
+        if self._thread is not None:
+            self._thread.join(timeout=self._block_s + _FLUSH_MARGIN_S)
+
+    def _has_room(self) -> bool:
+        return self._pending < self._limit
+
+    def _full_message(self) -> str:
+        why = f"Kafka at {self._config['bootstrap_servers']} unreachable: {self._connect_error}" \
+            if not self._connected.is_set() else "Kafka is not keeping up"
+        return f"emit buffer full ({self._limit} steps) for {self._block_s:.1f}s: {why}"
+
+    def _raise_failures(self) -> None:
+        with self._cond:
+            failures, self._failures = self._failures, []
+        if failures:
+            raise delivery_failed(failures, self.topic)
+
+    # -- sender thread ---------------------------------------------------
+
+    def _run(self) -> None:
+        producer = self._connect()
+        try:
+            if producer is not None:
+                self._pump(producer)
+        finally:
+            if producer is not None:
+                self._shutdown(producer)
+            self._drain_unsent()
+
+    def _connect(self) -> Any:
+        from kafka import KafkaProducer  # imported here: unit tests never need kafka-python loaded
+
+        while not self._closing.is_set():
+            try:
+                producer = KafkaProducer(**self._config)
+            except Exception as exc:  # kafka-python raises KafkaTimeoutError, NoBrokersAvailable, ...
+                self._connect_error = f"{type(exc).__name__}: {exc}"
+                self._closing.wait(_RECONNECT_BACKOFF_S)
+                continue
+            self._connected.set()
+            return producer
+        return None
+
+    def _pump(self, producer: Any) -> None:
+        get, topic = self._queue.get, self.topic
+        while True:
+            item = get()
+            if item is _CLOSE:
+                return
+            key, value = item
+            try:
+                future = producer.send(topic, value=value, key=key)
+            except Exception as exc:  # metadata timeout, record too large, ...
+                self._failed(key, exc)
+                continue
+            future.add_callback(self._acked).add_errback(self._failed, key)
+
+    def _acked(self, _metadata: Any) -> None:
+        with self._cond:
+            self._pending -= 1
+            if self._pending == 0 or self._pending == self._limit - 1:
+                self._cond.notify_all()
+
+    def _failed(self, key: bytes, exc: BaseException) -> None:
+        with self._cond:
+            self._failures.append(Failure(key, f"{type(exc).__name__}: {exc}"))
+            self._pending -= 1
+            self._cond.notify_all()
+
+    def _shutdown(self, producer: Any) -> None:
+        try:
+            producer.flush(timeout=self._block_s)
+        except Exception:  # what stays unacknowledged is reported by close() via the pending count
+            pass
+        producer.close(timeout=self._block_s)
+
+    def _drain_unsent(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except Empty:
+                return
+            if item is not _CLOSE:
+                self._failed(item[0], EmitError("transport closed before the step was sent"))
