@@ -1,0 +1,148 @@
+"""Every Cypher statement provstream runs, as constants.
+
+Typed ``LiteralString`` so that a query built from data fails type checking.
+Labels and relationship types appear literally, one per allow-listed name
+(docs/neo4j-model.md); values are always parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Final, LiteralString
+
+SCHEMA: Final[tuple[LiteralString, ...]] = (
+    "CREATE CONSTRAINT resource_iri IF NOT EXISTS FOR (n:Resource) REQUIRE n.iri IS UNIQUE",
+    "CREATE INDEX resource_session IF NOT EXISTS FOR (n:Resource) ON (n.session)",
+    "CREATE INDEX resource_scope IF NOT EXISTS FOR (n:Resource) ON (n.user, n.collection)",
+    "CREATE INDEX question_scope IF NOT EXISTS FOR (n:Question) ON (n.user, n.collection)",
+)
+AWAIT_INDEXES: Final[LiteralString] = "CALL db.awaitIndexes(300)"
+
+# -- write (nodes before relationships) ---------------------------------------
+
+MERGE_OBJECTS: Final[LiteralString] = """
+UNWIND $rows AS row
+MERGE (n:Resource {iri: row.iri})
+ON CREATE SET n.graph = row.graph
+"""
+
+# Labels: one FOREACH per allow-listed label, so the text stays constant.
+MERGE_NODES: Final[LiteralString] = """
+UNWIND $rows AS row
+MERGE (n:Resource {iri: row.iri})
+SET n += row.props
+WITH n, row,
+     [t IN row.types WHERE NOT t IN coalesce(n.types, [])] AS newTypes,
+     [c IN row.chunks WHERE NOT c IN coalesce(n.selectedChunk, [])] AS newChunks,
+     [x IN row.extra WHERE NOT x IN coalesce(n.extraLiterals, [])] AS newExtra
+SET n.types = CASE WHEN size(newTypes) = 0 THEN n.types ELSE coalesce(n.types, []) + newTypes END,
+    n.selectedChunk = CASE WHEN size(newChunks) = 0 THEN n.selectedChunk
+                           ELSE coalesce(n.selectedChunk, []) + newChunks END,
+    n.extraLiterals = CASE WHEN size(newExtra) = 0 THEN n.extraLiterals
+                           ELSE coalesce(n.extraLiterals, []) + newExtra END
+FOREACH (_ IN CASE WHEN 'Activity' IN row.labels THEN [1] ELSE [] END | SET n:Activity)
+FOREACH (_ IN CASE WHEN 'Entity' IN row.labels THEN [1] ELSE [] END | SET n:Entity)
+FOREACH (_ IN CASE WHEN 'Question' IN row.labels THEN [1] ELSE [] END | SET n:Question)
+FOREACH (_ IN CASE WHEN 'AgentQuestion' IN row.labels THEN [1] ELSE [] END | SET n:AgentQuestion)
+FOREACH (_ IN CASE WHEN 'GraphRagQuestion' IN row.labels THEN [1] ELSE [] END | SET n:GraphRagQuestion)
+FOREACH (_ IN CASE WHEN 'DocRagQuestion' IN row.labels THEN [1] ELSE [] END | SET n:DocRagQuestion)
+FOREACH (_ IN CASE WHEN 'Analysis' IN row.labels THEN [1] ELSE [] END | SET n:Analysis)
+FOREACH (_ IN CASE WHEN 'Conclusion' IN row.labels THEN [1] ELSE [] END | SET n:Conclusion)
+FOREACH (_ IN CASE WHEN 'Exploration' IN row.labels THEN [1] ELSE [] END | SET n:Exploration)
+FOREACH (_ IN CASE WHEN 'Focus' IN row.labels THEN [1] ELSE [] END | SET n:Focus)
+FOREACH (_ IN CASE WHEN 'Synthesis' IN row.labels THEN [1] ELSE [] END | SET n:Synthesis)
+"""
+
+# Status never regresses to fewer steps (a redelivered or replayed older message).
+MERGE_STATUS: Final[LiteralString] = """
+UNWIND $rows AS row
+MERGE (q:Resource {iri: row.iri})
+SET q += row.scope
+WITH q, row
+WHERE q.steps IS NULL OR q.steps <= row.steps
+SET q.status = row.status, q.steps = row.steps, q.expectedSteps = row.expectedSteps,
+    q.lateSteps = row.lateSteps, q.missingSteps = row.missingSteps
+"""
+
+MERGE_RELATIONSHIPS: Final[dict[str, LiteralString]] = {
+    "wasDerivedFrom": """
+UNWIND $rows AS row
+MATCH (s:Resource {iri: row.s})
+MATCH (o:Resource {iri: row.o})
+MERGE (s)-[r:wasDerivedFrom]->(o)
+SET r.graph = row.graph
+""",
+    "wasGeneratedBy": """
+UNWIND $rows AS row
+MATCH (s:Resource {iri: row.s})
+MATCH (o:Resource {iri: row.o})
+MERGE (s)-[r:wasGeneratedBy]->(o)
+SET r.graph = row.graph
+""",
+    "selectedEdge": """
+UNWIND $rows AS row
+MATCH (s:Resource {iri: row.s})
+MATCH (o:Resource {iri: row.o})
+MERGE (s)-[r:selectedEdge]->(o)
+SET r.graph = row.graph
+""",
+    "LINK": """
+UNWIND $rows AS row
+MATCH (s:Resource {iri: row.s})
+MATCH (o:Resource {iri: row.o})
+MERGE (s)-[r:LINK {predicate: row.predicate}]->(o)
+SET r.graph = row.graph
+""",
+}
+
+# -- read ---------------------------------------------------------------------
+
+FIND_QUESTION: Final[LiteralString] = """
+MATCH (q:Resource {iri: $iri})
+WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph
+RETURN q.session AS session
+"""
+
+_NODE_TRIPLES_TAIL: Final[LiteralString] = """
+OPTIONAL MATCH (n)-[r]->(o:Resource)
+WHERE r.graph = $graph
+WITH n, collect(CASE WHEN r IS NULL THEN null ELSE {type: type(r), predicate: r.predicate, o: o.iri} END) AS rels
+RETURN properties(n) AS props, rels
+"""
+
+SESSION_NODES: Final[LiteralString] = """
+MATCH (n:Resource {session: $session})
+WHERE n.user = $user AND n.collection = $collection AND n.graph = $graph
+""" + _NODE_TRIPLES_TAIL
+
+SCOPE_NODES: Final[LiteralString] = """
+MATCH (n:Resource {user: $user, collection: $collection})
+WHERE n.graph = $graph
+""" + _NODE_TRIPLES_TAIL
+
+# -- delete (in batches, one transaction per batch) ---------------------------
+
+DELETE_ALL_BATCH: Final[LiteralString] = """
+MATCH (n:Resource)
+WHERE n.graph = $graph
+WITH n LIMIT $limit
+DETACH DELETE n
+RETURN count(*) AS deleted
+"""
+
+DELETE_SCOPE_BATCH: Final[LiteralString] = """
+MATCH (n:Resource)
+WHERE n.graph = $graph AND ($user IS NULL OR n.user = $user)
+  AND ($collection IS NULL OR n.collection = $collection) AND n.user IS NOT NULL
+WITH n LIMIT $limit
+DETACH DELETE n
+RETURN count(*) AS deleted
+"""
+
+# Nodes only ever referenced as objects lose their last relationship with their scope.
+DELETE_ORPHANS_BATCH: Final[LiteralString] = """
+MATCH (n:Resource)
+WHERE n.graph = $graph AND n.user IS NULL AND NOT (n)--()
+WITH n LIMIT $limit
+DELETE n
+RETURN count(*) AS deleted
+"""
