@@ -58,6 +58,30 @@ class InvalidInput(ProvstreamError, ValueError):
     """Malformed input data: a request's wire form, a line of a trajectory file (names where)."""
 
 
+class AgentError(ProvstreamError):
+    """The ReAct agent could not go on; the message becomes the session's recorded conclusion."""
+
+
+class LlmError(AgentError):
+    """The chat endpoint failed (HTTP error, unreachable, not an OpenAI-style answer)."""
+
+    retryable = True
+
+
+class ReplyFormatError(AgentError):
+    """The model's reply has neither an action nor a final answer in the ReAct format."""
+
+
+class ToolError(AgentError):
+    """A tool call failed: unknown tool, bad input, or the tool itself refused."""
+
+
+class WaitTimeout(ProvstreamError):
+    """Something awaited (e.g. sessions reaching Neo4j) did not happen in time."""
+
+    retryable = True
+
+
 class StoreUnavailable(ProvstreamError):
     """Neo4j cannot be reached right now; the operation may be retried."""
 
