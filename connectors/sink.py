@@ -1,0 +1,307 @@
+"""The Neo4j sink: the triples topic → Neo4j, batched, with a dead-letter topic.
+
+Delivery guarantee: **at-least-once + idempotent writes = effectively once.**
+Offsets are committed to Kafka only after Neo4j committed the batch (and any
+dead-lettered record was acknowledged by Kafka), so a crash at any point
+redelivers uncommitted records; every write is a ``MERGE`` on unique IRIs with
+values from the message, so writing a record twice leaves the graph as
+writing it once.
+
+Per batch (up to ``sink_batch_size`` records or ``sink_batch_ms`` after the
+first one): decode; undecodable records go to ``triples_dlq_topic``; the rest
+are written in one transaction. If Neo4j rejects the batch as bad data
+(:class:`StoreError`), the batch is bisected to isolate the record(s) at fault,
+which are dead-lettered while the others are written. If Neo4j is unavailable
+(:class:`StoreUnavailable`), the sink keeps the batch, pauses its partitions
+and retries with exponential backoff (capped at 5 s) without committing; it
+stays in its consumer group meanwhile. Dead-letter records keep the original
+key and value and carry the headers ``provstream.error`` (the reason) and
+``provstream.source.topic`` / ``.partition`` / ``.offset``.
+
+The sink scales out by partitions: run several with the same ``sink_group``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
+from kafka.errors import CommitFailedError, KafkaError
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from provstream import wire
+from provstream.connectors.neo4j_rows import triple_count
+from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.errors import (
+    DecodeError,
+    DeliveryFailed,
+    ProvstreamError,
+    StoreError,
+    StoreUnavailable,
+)
+from provstream.settings import Settings
+from provstream.triples import StepTriples
+
+log = logging.getLogger("provstream.sink")
+
+BACKOFF_CAP = 5.0
+IDLE_POLL_MS = 200
+ERROR_HEADER = "provstream.error"
+T = TypeVar("T")
+Record = Any  # kafka.consumer.fetcher.ConsumerRecord
+Failure = tuple[Record, str]
+
+
+class _Stopped(Exception):
+    """Shutdown was requested while waiting for Neo4j or Kafka."""
+
+
+@dataclass
+class SinkStats:
+    messages: int = 0
+    triples: int = 0
+    rows: int = 0
+    dead_lettered: int = 0
+    batches: int = 0
+
+
+# -- pure helpers ----------------------------------------------------------------
+
+def backoff(attempt: int, cap: float = BACKOFF_CAP) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): 0.1, 0.2, 0.4, ... capped."""
+    return float(min(cap, 0.1 * 2 ** min(attempt, 16)))
+
+
+def decode_records(records: Sequence[Record]) -> tuple[list[tuple[Record, StepTriples]], list[Failure]]:
+    """Split records into decoded messages and (record, reason) failures."""
+    good: list[tuple[Record, StepTriples]] = []
+    bad: list[Failure] = []
+    for record in records:
+        try:
+            if not isinstance(record.value, bytes):
+                raise DecodeError("empty record value")
+            good.append((record, wire.decode_triples(record.value)))
+        except DecodeError as exc:
+            bad.append((record, f"undecodable triples message: {exc}"))
+    return good, bad
+
+
+def isolate_rejects(write: Callable[[list[T]], object], items: list[T]) -> list[tuple[T, StoreError]]:
+    """Write ``items``; on :class:`StoreError` bisect to find and return the rejected ones.
+
+    Everything not returned has been written. Other exceptions (e.g.
+    :class:`StoreUnavailable`) propagate; rewriting is harmless because writes
+    are idempotent.
+    """
+    if not items:
+        return []
+    try:
+        write(items)
+        return []
+    except StoreError as exc:
+        if len(items) == 1:
+            return [(items[0], exc)]
+        middle = len(items) // 2
+        return isolate_rejects(write, items[:middle]) + isolate_rejects(write, items[middle:])
+
+
+def next_offsets(records: Sequence[Record]) -> dict[TopicPartition, int]:
+    """The offsets to commit after ``records``: last offset + 1 per partition."""
+    out: dict[TopicPartition, int] = {}
+    for r in records:
+        tp = TopicPartition(r.topic, r.partition)
+        out[tp] = max(out.get(tp, 0), r.offset + 1)
+    return out
+
+
+def dlq_headers(record: Record, reason: str) -> list[tuple[str, bytes]]:
+    return [
+        (ERROR_HEADER, reason.encode()),
+        ("provstream.source.topic", str(record.topic).encode()),
+        ("provstream.source.partition", str(record.partition).encode()),
+        ("provstream.source.offset", str(record.offset).encode()),
+    ]
+
+
+# -- the sink --------------------------------------------------------------------
+
+class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Drops pending records of partitions this sink no longer owns (they stay uncommitted)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        gone = set(revoked)
+        self._sink.pending = [r for r in self._sink.pending if TopicPartition(r.topic, r.partition) not in gone]
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        pass
+
+
+class Sink:
+    """One sink instance; :meth:`run` returns when ``stop`` is set."""
+
+    def __init__(self, settings: Settings, store: Neo4jStore, consumer: KafkaConsumer, producer: KafkaProducer,
+                 stop: threading.Event) -> None:
+        self.settings, self.store, self.consumer, self.producer = settings, store, consumer, producer
+        self.stop = stop
+        self.pending: list[Record] = []
+        self.stats = SinkStats()
+
+    def run(self) -> SinkStats:
+        self.consumer.subscribe([self.settings.triples_topic], listener=_Revocations(self))
+        try:
+            while not self.stop.is_set():
+                self._fill()
+                if self.pending:
+                    batch, self.pending = self.pending, []
+                    self._process(batch)
+        except _Stopped:
+            log.info("stopping with an unwritten batch; it stays uncommitted and will be redelivered")
+        return self.stats
+
+    def _fill(self) -> None:
+        """Poll until a full batch, ``sink_batch_ms`` after the first record, or stop."""
+        size, deadline = self.settings.sink_batch_size, None
+        while not self.stop.is_set() and len(self.pending) < size:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return
+            timeout = IDLE_POLL_MS if deadline is None else int((deadline - now) * 1000)
+            polled = self.consumer.poll(timeout_ms=timeout, max_records=size - len(self.pending))
+            for records in polled.values():
+                self.pending.extend(records)
+            if self.pending and deadline is None:
+                deadline = time.monotonic() + self.settings.sink_batch_ms / 1000
+
+    def _process(self, records: list[Record]) -> None:
+        good, bad = decode_records(records)
+        self._retrying(lambda: self._write_and_dead_letter(good, bad))
+        self._commit(records)
+        self.stats.batches += 1
+        self.stats.messages += len(records)
+
+    def _write_and_dead_letter(self, good: list[tuple[Record, StepTriples]], bad: list[Failure]) -> None:
+        rejected = isolate_rejects(self._write, good)
+        failures = bad + [(record, f"Neo4j rejected the message: {exc}") for (record, _), exc in rejected]
+        if failures:
+            self._dead_letter(failures)
+
+    def _write(self, items: list[tuple[Record, StepTriples]]) -> None:
+        messages = [msg for _, msg in items]
+        self.stats.rows += self.store.write(messages)
+        self.stats.triples += triple_count(messages)
+
+    def _dead_letter(self, failures: list[Failure]) -> None:
+        futures = [
+            self.producer.send(self.settings.triples_dlq_topic, key=record.key, value=record.value,
+                               headers=dlq_headers(record, reason))
+            for record, reason in failures
+        ]
+        self.producer.flush()
+        try:
+            for future in futures:
+                future.get(timeout=30)
+        except KafkaError as exc:
+            raise DeliveryFailed(f"cannot dead-letter to {self.settings.triples_dlq_topic}: {exc}") from exc
+        for record, reason in failures:
+            log.warning("dead-lettered %s[%s]@%s: %s", record.topic, record.partition, record.offset, reason)
+        self.stats.dead_lettered += len(failures)
+
+    def _retrying(self, action: Callable[[], None]) -> None:
+        attempt = 0
+        while True:
+            try:
+                return action()
+            except (StoreUnavailable, DeliveryFailed) as exc:
+                delay = backoff(attempt)
+                log.warning("%s; retrying in %.1f s (offsets not committed)", exc, delay)
+                self._wait(delay)
+                attempt += 1
+
+    def _wait(self, seconds: float) -> None:
+        """Back off with partitions paused, polling so the group keeps this member."""
+        assigned = self.consumer.assignment()
+        self.consumer.pause(*assigned)
+        try:
+            if self.stop.wait(seconds):
+                raise _Stopped()
+            for records in self.consumer.poll(timeout_ms=0).values():
+                self.pending.extend(records)  # partitions assigned during the wait: kept for the next batch
+        finally:
+            self.consumer.resume(*assigned)
+
+    def _commit(self, records: list[Record]) -> None:
+        owned = self.consumer.assignment()
+        offsets = {tp: OffsetAndMetadata(o, "", -1) for tp, o in next_offsets(records).items() if tp in owned}
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets)
+        except (CommitFailedError, KafkaError) as exc:
+            # Written but not committed: redelivered later, which MERGE makes harmless.
+            log.warning("offset commit failed (%s); the batch may be redelivered", exc)
+
+
+# -- wiring ----------------------------------------------------------------------
+
+def open_consumer(settings: Settings) -> KafkaConsumer:
+    return KafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap, group_id=settings.sink_group, client_id="provstream-sink",
+        enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=settings.sink_batch_size,
+    )
+
+
+def open_producer(settings: Settings) -> KafkaProducer:
+    return KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, client_id="provstream-sink-dlq", acks="all",
+                         max_request_size=settings.max_message_bytes + 64 * 1024)
+
+
+def connect(what: str, opener: Callable[[], T], stop: threading.Event,
+            retry_on: tuple[type[Exception], ...] = (KafkaError,)) -> T:
+    """Call ``opener`` until it succeeds, backing off while it raises one of ``retry_on``."""
+    attempt = 0
+    while True:
+        try:
+            return opener()
+        except retry_on as exc:
+            delay = backoff(attempt)
+            log.warning("cannot reach %s (%s); retrying in %.1f s", what, exc, delay)
+            if stop.wait(delay):
+                raise _Stopped() from exc
+            attempt += 1
+
+
+def _ready_store(store: Neo4jStore) -> None:
+    store.open()
+    store.setup()
+
+
+def run_sink(settings: Settings, stop: threading.Event, on_ready: Callable[[], None] = lambda: None) -> SinkStats:
+    """Connect (waiting for Neo4j and Kafka), then sink until ``stop`` is set."""
+    from provstream.topics import ensure_topics
+
+    store = Neo4jStore(settings)
+    try:
+        connect("Neo4j", lambda: _ready_store(store), stop, (StoreUnavailable,))
+        connect("Kafka", lambda: ensure_topics(settings), stop, (KafkaError, ProvstreamError))
+        consumer = connect("Kafka", lambda: open_consumer(settings), stop)
+        try:
+            producer = connect("Kafka", lambda: open_producer(settings), stop)
+            try:
+                on_ready()
+                return Sink(settings, store, consumer, producer, stop).run()
+            finally:
+                producer.close(timeout=10)
+        finally:
+            consumer.close(autocommit=False)
+    except _Stopped:
+        return SinkStats()
+    finally:
+        store.close()

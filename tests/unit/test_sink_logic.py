@@ -1,0 +1,69 @@
+"""The sink's pure decisions: decoding, bisecting rejects, offsets, backoff, DLQ headers."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from datetime import UTC, datetime
+
+import pytest
+from kafka.structs import TopicPartition
+
+from provstream import events as ev
+from provstream import wire
+from provstream.connectors.sink import backoff, decode_records, dlq_headers, isolate_rejects, next_offsets
+from provstream.errors import StoreError, StoreUnavailable
+from provstream.streams.fold import fold
+from provstream.vocab import Mechanism
+
+Rec = namedtuple("Rec", "topic partition offset key value")
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    assert [backoff(i) for i in range(8)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+    assert backoff(10_000) == 5.0
+
+
+def test_undecodable_records_are_set_aside_with_a_reason() -> None:
+    event = ev.Event("e0", "s1", Mechanism.AGENT, 0, datetime(2025, 1, 1, tzinfo=UTC), ev.AgentQuestion("q"))
+    _, msg = fold(None, event)
+    records = [Rec("t", 0, 0, b"k", wire.encode_triples(msg)), Rec("t", 0, 1, b"k", b"garbage"),
+               Rec("t", 1, 5, None, None)]
+    good, bad = decode_records(records)
+    assert [(r.offset, m) for r, m in good] == [(0, msg)]
+    assert [r.offset for r, _ in bad] == [1, 5]
+    assert all(reason.startswith("undecodable triples message:") for _, reason in bad)
+
+
+def test_bisection_isolates_the_rejected_items_and_writes_the_rest() -> None:
+    written: list[int] = []
+
+    def write(items: list[int]) -> None:
+        if any(i in (3, 11) for i in items):
+            raise StoreError("bad")
+        written.extend(items)
+
+    rejected = isolate_rejects(write, list(range(16)))
+    assert [i for i, _ in rejected] == [3, 11]
+    assert sorted(written) == [i for i in range(16) if i not in (3, 11)]
+    assert isolate_rejects(write, []) == []
+
+
+def test_unavailability_is_not_a_rejection() -> None:
+    def write(items: list[int]) -> None:
+        raise StoreUnavailable("down")
+
+    with pytest.raises(StoreUnavailable):
+        isolate_rejects(write, [1, 2, 3])
+
+
+def test_offsets_to_commit_are_the_next_ones_per_partition() -> None:
+    records = [Rec("t", 0, 4, None, b""), Rec("t", 1, 9, None, b""), Rec("t", 0, 7, None, b""),
+               Rec("t", 0, 5, None, b"")]
+    assert next_offsets(records) == {TopicPartition("t", 0): 8, TopicPartition("t", 1): 10}
+
+
+def test_dead_letter_headers_name_the_reason_and_the_source() -> None:
+    assert dlq_headers(Rec("topic", 2, 41, None, b""), "why") == [
+        ("provstream.error", b"why"), ("provstream.source.topic", b"topic"),
+        ("provstream.source.partition", b"2"), ("provstream.source.offset", b"41"),
+    ]
