@@ -1,0 +1,84 @@
+"""Deterministic sample sessions for demos and tests of the read side.
+
+Turns a bundled ReAct trajectory (``shared/data/react/*.jsonl``) into the step
+events an agent would have emitted, builds small GraphRAG / DocRAG sessions,
+and folds events into the triples messages the sink writes. Pure: times come
+from the caller, event ids from (session, seq).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from provstream import events as ev
+from provstream.streams.fold import FoldState, fold
+from provstream.triples import StepTriples, Triple
+from provstream.vocab import Mechanism
+
+
+def load_trajectories(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _event(session_id: str, mechanism: Mechanism, seq: int, start: datetime, payload: ev.Payload,
+           user: str, collection: str) -> ev.Event:
+    return ev.Event(f"{session_id}-{seq}", session_id, mechanism, seq, start + timedelta(seconds=seq), payload,
+                    user, collection)
+
+
+def agent_events(
+    trajectory: Mapping[str, Any], session_id: str, *, start: datetime, user: str = "trustgraph",
+    collection: str = "default", used: Mapping[int, Sequence[int]] | None = None,
+    subtraces: Mapping[int, ev.SubTrace] | None = None, conclude: bool = True,
+) -> list[ev.Event]:
+    """The events of one trajectory: question, one iteration per step, the conclusion."""
+    used, subtraces = used or {}, subtraces or {}
+    steps = trajectory["steps"]
+
+    def make(seq: int, payload: ev.Payload) -> ev.Event:
+        return _event(session_id, Mechanism.AGENT, seq, start, payload, user, collection)
+
+    out = [make(0, ev.AgentQuestion(trajectory["question"]))]
+    for n, step in enumerate(steps, start=1):
+        out.append(make(n, ev.AgentIteration(
+            iteration=n, thought=step.get("thought", ""), action=step.get("action", ""),
+            arguments=json.dumps(step.get("arguments", {}), ensure_ascii=False),
+            observation=step.get("observation", ""), used=tuple(used.get(n, ())), subtrace=subtraces.get(n),
+        )))
+    if conclude:
+        out.append(make(len(steps) + 1, ev.AgentConclusion(trajectory["answer"], len(steps))))
+    return out
+
+
+def docrag_events(session_id: str, query: str, chunks: Sequence[str], content: str, *, start: datetime,
+                  user: str = "trustgraph", collection: str = "default") -> list[ev.Event]:
+    payloads: list[ev.Payload] = [ev.DocRagQuestion(query), ev.DocRagExploration(len(chunks), tuple(chunks)),
+                                  ev.DocRagSynthesis(content)]
+    return [_event(session_id, Mechanism.DOCRAG, seq, start, p, user, collection) for seq, p in enumerate(payloads)]
+
+
+def graphrag_events(session_id: str, query: str, edge_count: int, edges: Sequence[ev.SelectedEdge], content: str,
+                    *, start: datetime, user: str = "trustgraph", collection: str = "default") -> list[ev.Event]:
+    payloads: list[ev.Payload] = [ev.GraphRagQuestion(query), ev.GraphRagExploration(edge_count),
+                                  ev.GraphRagFocus(tuple(edges)), ev.GraphRagSynthesis(content)]
+    return [_event(session_id, Mechanism.GRAPHRAG, seq, start, p, user, collection)
+            for seq, p in enumerate(payloads)]
+
+
+def fold_events(events: Iterable[ev.Event]) -> list[StepTriples]:
+    """Fold events in order (state per session), as the stream processor does."""
+    states: dict[str, FoldState] = {}
+    out: list[StepTriples] = []
+    for event in events:
+        states[event.session_id], msg = fold(states.get(event.session_id), event)
+        out.append(msg)
+    return out
+
+
+def triples_of(messages: Iterable[StepTriples]) -> set[Triple]:
+    return {t for m in messages for t in m.triples}
