@@ -10,6 +10,7 @@ graph round-trips losslessly and graphs compare with ``isomorphic``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from rdflib import BNode, Dataset, Graph, URIRef
 from rdflib import Literal as RdfLiteral
@@ -17,7 +18,7 @@ from rdflib.namespace import RDF as RDFNS
 from rdflib.term import Node
 
 from provstream.triples import Iri, Literal, QuotedTriple, Term, Triple
-from provstream.vocab import GRAPH, XSD_STRING
+from provstream.vocab import GRAPH, XSD_DATETIME, XSD_STRING
 
 
 def _node(term: Iri | Literal) -> Node:
@@ -55,12 +56,20 @@ def to_dataset(triples: Iterable[Triple], graph: str = GRAPH) -> Dataset:
     return ds
 
 
+def _lexical(node: RdfLiteral) -> str:
+    """The literal's text; an aware xsd:dateTime back in the canonical form (rdflib normalises it)."""
+    value = node.value
+    if str(node.datatype) == XSD_DATETIME and isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return str(node)
+
+
 def _term(g: Graph, node: Node) -> Term:
     if isinstance(node, URIRef):
         return Iri(str(node))
     if isinstance(node, RdfLiteral):
         datatype = str(node.datatype) if node.datatype and str(node.datatype) != XSD_STRING else None
-        return Literal(str(node), datatype, node.language)
+        return Literal(_lexical(node), datatype, node.language)
     if isinstance(node, BNode) and (node, RDFNS.type, RDFNS.Statement) in g:
         s, p, o = (g.value(node, pred) for pred in (RDFNS.subject, RDFNS.predicate, RDFNS.object))
         obj = _term(g, o)  # type: ignore[arg-type]
