@@ -33,20 +33,29 @@ _PAYLOAD_NAMES: dict[type, str] = {t: n for n, t in _PAYLOAD_TYPES.items()}
 
 # -- events -----------------------------------------------------------------
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {t: tuple(f.name for f in dataclasses.fields(t)) for t in ev.MECHANISM_OF}
+
+
 def _payload_to_avro(payload: ev.Payload) -> tuple[str, dict[str, Any]]:
-    name = _PAYLOAD_NAMES.get(type(payload))
+    """The payload's Avro record; built field by field (``dataclasses.asdict`` deep-copies, slowly)."""
+    cls = type(payload)
+    name = _PAYLOAD_NAMES.get(cls)
     if name is None:
-        raise EncodeError(f"not a step payload: {type(payload).__name__}")
-    record = dataclasses.asdict(payload)
-    if isinstance(payload, ev.AgentIteration):
-        record["used"] = list(payload.used)
-        if payload.subtrace is not None:
-            record["subtrace"] = {"mechanism": payload.subtrace.mechanism.value,
-                                  "session_id": payload.subtrace.session_id}
-    elif isinstance(payload, ev.GraphRagFocus):
-        record["edges"] = [dataclasses.asdict(e) for e in payload.edges]
-    elif isinstance(payload, ev.DocRagExploration):
-        record["chunks"] = list(payload.chunks)
+        raise EncodeError(f"not a step payload: {cls.__name__}")
+    record = {f: getattr(payload, f) for f in _FIELD_NAMES[cls]}
+    try:
+        if cls is ev.AgentIteration:
+            record["used"] = list(payload.used)  # type: ignore[union-attr]
+            sub = payload.subtrace  # type: ignore[union-attr]
+            record["subtrace"] = None if sub is None else {"mechanism": sub.mechanism.value,
+                                                           "session_id": sub.session_id}
+        elif cls is ev.GraphRagFocus:
+            record["edges"] = [{"subject": e.subject, "predicate": e.predicate, "object": e.object,
+                                "reasoning": e.reasoning} for e in payload.edges]  # type: ignore[union-attr]
+        elif cls is ev.DocRagExploration:
+            record["chunks"] = list(payload.chunks)  # type: ignore[union-attr]
+    except (AttributeError, TypeError) as exc:
+        raise EncodeError(f"cannot encode {cls.__name__}: {exc}") from exc
     return name, record
 
 
@@ -94,7 +103,7 @@ def event_from_avro(record: dict[str, Any]) -> ev.Event:
 
 
 def encode_event(event: ev.Event) -> bytes:
-    return codec.encode(codec.EVENT, event_to_avro(event))
+    return codec.encode(codec.EVENT, _to_record(event_to_avro, event))
 
 
 def decode_event(data: bytes) -> ev.Event:
@@ -155,11 +164,21 @@ def triples_from_avro(record: dict[str, Any]) -> StepTriples:
 
 
 def encode_triples(msg: StepTriples) -> bytes:
-    return codec.encode(codec.STEP_TRIPLES, triples_to_avro(msg))
+    return codec.encode(codec.STEP_TRIPLES, _to_record(triples_to_avro, msg))
 
 
 def decode_triples(data: bytes) -> StepTriples:
     return _guarded(triples_from_avro, codec.decode(codec.STEP_TRIPLES, data))
+
+
+def _to_record(convert: Callable[[Any], dict[str, Any]], value: Any) -> dict[str, Any]:
+    """Values of the wrong shape (a str where an enum belongs, ...) become :class:`EncodeError`."""
+    try:
+        return convert(value)
+    except EncodeError:
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise EncodeError(f"cannot encode {type(value).__name__}: {type(exc).__name__}: {exc}") from exc
 
 
 def _guarded(convert: Callable[[dict[str, Any]], Any], record: dict[str, Any]) -> Any:
