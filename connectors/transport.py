@@ -69,6 +69,13 @@ def delivery_failed(failures: list[Failure], topic: str) -> DeliveryFailed:
     return exc
 
 
+def describe(exc: BaseException) -> str:
+    """``Type: message`` once (kafka-python's messages often start with the type already)."""
+    text = str(exc)
+    name = type(exc).__name__
+    return text if text.startswith(name) else f"{name}: {text}" if text else name
+
+
 def producer_config(settings: Settings) -> dict[str, Any]:
     """kafka-python producer settings: idempotent, ``acks=all``, batched for throughput."""
     return {
@@ -123,6 +130,7 @@ class KafkaTransport:
         self._queue: SimpleQueue[Any] = SimpleQueue()
         self._thread: threading.Thread | None = None
         self._connected = threading.Event()
+        self._attempted = threading.Event()
         self._connect_error = ""
         self._closing = threading.Event()
         self._closed = False
@@ -152,7 +160,8 @@ class KafkaTransport:
     def wait_connected(self, timeout: float) -> None:
         """Block until the producer has bootstrapped; :class:`EmitError` naming the broker if not in time."""
         self.start()
-        if not self._connected.wait(timeout):
+        self._attempted.wait(timeout)
+        if not self._connected.is_set():
             detail = self._connect_error or "no answer"
             raise EmitError(f"cannot reach Kafka at {self._config['bootstrap_servers']}: {detail}")
 
@@ -229,10 +238,12 @@ class KafkaTransport:
             try:
                 producer = KafkaProducer(**self._config)
             except Exception as exc:  # kafka-python raises KafkaTimeoutError, NoBrokersAvailable, ...
-                self._connect_error = f"{type(exc).__name__}: {exc}"
+                self._connect_error = describe(exc)
+                self._attempted.set()
                 self._closing.wait(_RECONNECT_BACKOFF_S)
                 continue
             self._connected.set()
+            self._attempted.set()
             return producer
         return None
 
@@ -258,7 +269,7 @@ class KafkaTransport:
 
     def _failed(self, key: bytes, exc: BaseException) -> None:
         with self._cond:
-            self._failures.append(Failure(key, f"{type(exc).__name__}: {exc}"))
+            self._failures.append(Failure(key, describe(exc)))
             self._pending -= 1
             self._cond.notify_all()
 
