@@ -43,7 +43,7 @@ def schema_dir() -> Path:
 
 
 def _load(path: Path) -> _Schema:
-    parsed = load_schema(str(path))
+    parsed: Any = load_schema(str(path))
     fp = bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
     return _Schema(parsed["name"], parsed, fp)
 
@@ -95,7 +95,7 @@ def decode(name: str, data: bytes) -> dict[str, Any]:
         raise DecodeError(f"message is a {writer.name}, expected {name}")
     body = io.BytesIO(data[HEADER_LEN:])
     try:
-        record = schemaless_reader(
+        record: Any = schemaless_reader(
             body, writer.parsed, current[name].parsed,
             return_record_name=True, return_record_name_override=True,
         )

@@ -118,7 +118,7 @@ def _term_to_avro(term: Term) -> dict[str, Any]:
     if isinstance(term, Literal):
         return {"kind": "LITERAL", "value": term.value, "datatype": term.datatype, "language": term.language}
     o = term.o
-    quoted = {"s": term.s.value, "p": term.p.value, "o": o.value,
+    quoted: dict[str, Any] = {"s": term.s.value, "p": term.p.value, "o": o.value,
               "o_kind": "IRI" if isinstance(o, Iri) else "LITERAL"}
     if isinstance(o, Literal):
         quoted.update(o_datatype=o.datatype, o_language=o.language)
