@@ -187,8 +187,10 @@ class KafkaTransport:
         try:
             if self._thread is not None:
                 self.flush(timeout)
-        except EmitError as exc:
+        except DeliveryFailed as exc:
             first = exc
+        except EmitTimeout:
+            pass  # what is still undelivered after the stop is reported below
         self._stop()
         try:
             self._raise_failures()

@@ -73,6 +73,8 @@ def _check(req: AgentRequest) -> None:
     if not req.user or not req.collection:
         raise InvalidInput("agent request user and collection must not be empty")
     if req.session_id and not valid_session_id(req.session_id):
-        raise InvalidInput(f"invalid session id {req.session_id!r}: use 1-128 of [A-Za-z0-9._-], or '' to record nothing")
+        raise InvalidInput(
+            f"invalid session id {req.session_id!r}: use 1-128 of [A-Za-z0-9._-], or '' to record nothing"
+        )
     if isinstance(req.max_steps, bool) or not isinstance(req.max_steps, int) or req.max_steps < 1:
         raise InvalidInput(f"agent request max_steps must be a positive integer, got {req.max_steps!r}")

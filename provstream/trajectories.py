@@ -19,7 +19,7 @@ Bad input raises :class:`InvalidInput` naming the file and line.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Union
@@ -190,7 +190,9 @@ def _selected(data: Any, number: int) -> SelectedEdge:
     return SelectedEdge(edge[0], edge[1], edge[2], reasoning)
 
 
-_PARSERS = {"agent": _agent, "react": _agent, "docrag": _docrag, "graphrag": _graphrag}
+_PARSERS: dict[str, Callable[[Mapping[str, Any]], Record]] = {
+    "agent": _agent, "react": _agent, "docrag": _docrag, "graphrag": _graphrag,
+}
 
 
 # -- replay -------------------------------------------------------------------

@@ -1,0 +1,289 @@
+"""The emitter SDK over the in-memory transport (and the Kafka transport's policy with no broker)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from provstream import events as ev
+from provstream.connectors.emitter import Emitter, NullSession, arguments_json
+from provstream.connectors.transport import KafkaTransport, MemoryTransport
+from provstream.errors import DeliveryFailed, EmitError, EmitTimeout, InvalidStep, StepTooLarge
+from provstream.settings import Settings
+from provstream.streams.fold import FoldState, fold
+from provstream.triples import SessionState
+from provstream.wire import decode_event
+
+SETTINGS = Settings(user="alice", collection="papers")
+
+
+def make() -> tuple[Emitter, MemoryTransport]:
+    transport = MemoryTransport()
+    return Emitter(SETTINGS, transport=transport), transport
+
+
+def events(transport: MemoryTransport) -> list[ev.Event]:
+    return [decode_event(v) for _, v in transport.sent]
+
+
+def test_agent_session_records_each_step_as_it_happens() -> None:
+    emitter, t = make()
+    s = emitter.agent("Q?", session_id="sess-1")
+    assert s.uri == "urn:trustgraph:agent:sess-1" and len(t.sent) == 1
+    assert s.iteration(thought="t1", action="Search", arguments={"input": "x"}, observation="o1") \
+        == "urn:trustgraph:agent:sess-1/i1"
+    assert len(t.sent) == 2
+    assert s.iteration(thought="t2") == "urn:trustgraph:agent:sess-1/i2"
+    assert s.conclude("A") == "urn:trustgraph:agent:sess-1/final"
+    got = events(t)
+    assert [e.seq for e in got] == [0, 1, 2, 3]
+    assert [k for k, _ in t.sent] == [b"sess-1"] * 4
+    assert [type(e.payload) for e in got] == [ev.AgentQuestion, ev.AgentIteration, ev.AgentIteration,
+                                              ev.AgentConclusion]
+    assert got[1].payload == ev.AgentIteration(1, "t1", "Search", '{"input": "x"}', "o1")
+    assert got[3].payload == ev.AgentConclusion("A", 2)
+    assert {(e.user, e.collection, e.mechanism.value) for e in got} == {("alice", "papers", "AGENT")}
+    assert len({e.event_id for e in got}) == 4
+    assert all(uuid.UUID(e.event_id).version == 4 for e in got)
+    assert all(e.event_time.tzinfo == UTC and abs((datetime.now(UTC) - e.event_time).total_seconds()) < 60
+               for e in got)
+
+
+def test_default_session_id_is_a_uuid4_and_scope_can_be_overridden() -> None:
+    emitter, t = make()
+    s = emitter.agent("Q", user="bob", collection="c2")
+    assert uuid.UUID(s.session_id).version == 4
+    assert s.uri == f"urn:trustgraph:agent:{s.session_id}"
+    e = events(t)[0]
+    assert (e.user, e.collection, e.session_id) == ("bob", "c2", s.session_id)
+
+
+def test_docrag_and_graphrag_sessions() -> None:
+    emitter, t = make()
+    d = emitter.docrag("doc?", session_id="d1")
+    assert d.explore(5, ["c1", "c2"]) == "urn:trustgraph:docrag:d1/exploration"
+    assert d.synthesize("answer") == "urn:trustgraph:docrag:d1/synthesis"
+    g = emitter.graphrag("graph?", session_id="g1")
+    assert g.uri == "urn:trustgraph:question:g1"
+    assert g.explore(40) == "urn:trustgraph:prov:exploration:g1"
+    assert g.focus([("http://x/s", "http://x/p", "o"), ("http://x/s", "http://x/q", "http://x/o", "why"),
+                    ev.SelectedEdge("a:s", "a:p", "lit", "r")]) == "urn:trustgraph:prov:focus:g1"
+    assert g.synthesize("g answer") == "urn:trustgraph:prov:synthesis:g1"
+    got = events(t)
+    assert [e.payload for e in got] == [
+        ev.DocRagQuestion("doc?"), ev.DocRagExploration(5, ("c1", "c2")), ev.DocRagSynthesis("answer"),
+        ev.GraphRagQuestion("graph?"), ev.GraphRagExploration(40),
+        ev.GraphRagFocus((ev.SelectedEdge("http://x/s", "http://x/p", "o"),
+                          ev.SelectedEdge("http://x/s", "http://x/q", "http://x/o", "why"),
+                          ev.SelectedEdge("a:s", "a:p", "lit", "r"))),
+        ev.GraphRagSynthesis("g answer"),
+    ]
+    assert [e.seq for e in got] == [0, 1, 2, 0, 1, 2, 3]
+
+
+def test_iteration_links_its_subtrace_and_the_dag() -> None:
+    emitter, t = make()
+    a = emitter.agent("Q", session_id="a1")
+    g = emitter.graphrag("sub", session_id="g1")
+    a.iteration(action="GraphRag", subtrace=g)
+    a.iteration(used=[1])
+    a.iteration(subtrace=emitter.docrag("x", session_id=""))
+    its = [e.payload for e in events(t) if isinstance(e.payload, ev.AgentIteration)]
+    assert its[0].subtrace == ev.SubTrace(ev.Mechanism.GRAPHRAG, "g1")
+    assert its[1].used == (1,) and its[2].subtrace is None
+
+
+def test_empty_session_id_records_nothing_and_needs_no_transport() -> None:
+    emitter = Emitter(replace(SETTINGS, kafka_bootstrap="127.0.0.1:1"))
+    for open_session in (emitter.agent, emitter.docrag, emitter.graphrag):
+        s = open_session("Q", session_id="")
+        assert isinstance(s, NullSession) and s.uri == "" and s.session_id == ""
+        assert s.iteration(thought="t", arguments={"a": 1}) == "" and s.conclude("a") == ""
+        assert s.explore(3, ["c"]) == "" and s.explore(3) == "" and s.focus([]) == "" and s.synthesize("x") == ""
+    assert emitter._transport is None
+    emitter.close()
+
+
+def test_constructor_does_no_io() -> None:
+    emitter = Emitter(replace(SETTINGS, kafka_bootstrap="127.0.0.1:1"))
+    assert emitter._transport is None
+    emitter.close()
+
+
+def test_arguments_are_canonical_json_with_unicode_kept() -> None:
+    assert arguments_json({"b": 1, "a": "é 🎸"}) == '{"a": "é 🎸", "b": 1}'
+    assert arguments_json(None) == "{}"
+
+
+@pytest.mark.parametrize("arguments", [{"x": object()}, {"x": float("nan")}, {"x": {1, 2}}, ["not", "a", "map"]])
+def test_arguments_that_are_not_json_are_refused_at_the_call(arguments: object) -> None:
+    emitter, t = make()
+    s = emitter.agent("Q", session_id="a1")
+    with pytest.raises(InvalidStep, match="arguments"):
+        s.iteration(arguments=arguments)  # type: ignore[arg-type]
+    assert len(t.sent) == 1
+    assert s.iteration(arguments={"x": 1}) == "urn:trustgraph:agent:a1/i1", "a refused call consumes no number"
+    assert events(t)[1].seq == 1
+
+
+@pytest.mark.parametrize("call", [
+    lambda e: e.agent("Q", session_id="bad id"),
+    lambda e: e.agent("Q", session_id="x" * 200),
+    lambda e: e.agent(42),
+    lambda e: e.agent("Q", user=""),
+    lambda e: e.agent("Q").iteration(used=[1]),
+    lambda e: e.agent("Q").iteration(used="1"),
+    lambda e: e.agent("Q").iteration(thought=3),
+    lambda e: e.agent("Q").iteration(subtrace=e.agent("other")),
+    lambda e: e.docrag("Q").explore(-1, []),
+    lambda e: e.docrag("Q").explore(True, []),
+    lambda e: e.docrag("Q").explore(2, "c1"),
+    lambda e: e.docrag("Q").explore(2, [1]),
+    lambda e: e.graphrag("Q").explore("3"),
+    lambda e: e.graphrag("Q").focus([("s", "p")]),
+    lambda e: e.graphrag("Q").focus(["spo"]),
+    lambda e: e.graphrag("Q").focus([("not an iri", "http://x/p", "o")]),
+    lambda e: e.graphrag("Q").synthesize(None),
+])
+def test_bad_input_is_refused_at_the_call_with_invalid_step(call) -> None:  # type: ignore[no-untyped-def]
+    emitter, _ = make()
+    with pytest.raises(InvalidStep):
+        call(emitter)
+
+
+def test_a_step_over_the_message_limit_is_refused_at_the_call() -> None:
+    transport = MemoryTransport()
+    emitter = Emitter(replace(SETTINGS, max_message_bytes=4096), transport=transport)
+    s = emitter.agent("Q", session_id="a1")
+    with pytest.raises(StepTooLarge, match="iteration 1 of session 'a1' is .* bytes encoded; the limit is 3584"):
+        s.iteration(observation="x" * 4000)
+    fits = 3584 - len(transport.sent[0][1]) - 200
+    assert s.iteration(observation="y" * fits) == "urn:trustgraph:agent:a1/i1"
+    assert len(transport.sent[-1][1]) + len(b"a1") <= 3584
+
+
+def test_unicode_and_large_texts_arrive_intact() -> None:
+    t = MemoryTransport()
+    emitter = Emitter(replace(SETTINGS, max_message_bytes=8_000_000), transport=t)
+    text = "Ünïcödé — 日本語 — 🎸\u0000\n" * 20_000
+    s = emitter.agent(text, session_id="u1")
+    s.iteration(thought=text, observation=text, arguments={"q": text})
+    got = events(t)
+    assert got[0].payload == ev.AgentQuestion(text)
+    assert got[1].payload.thought == text and json.loads(got[1].payload.arguments) == {"q": text}  # type: ignore
+
+
+class FailingTransport(MemoryTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail: Exception | None = None
+
+    def send(self, key: bytes, value: bytes) -> None:
+        if self.fail is not None:
+            failure, self.fail = self.fail, None
+            raise failure
+        super().send(key, value)
+
+    def flush(self, timeout: float | None = None) -> None:
+        if self.fail is not None:
+            raise self.fail
+
+
+def test_transport_errors_surface_at_the_call_and_consume_no_number() -> None:
+    transport = FailingTransport()
+    emitter = Emitter(SETTINGS, transport=transport)
+    s = emitter.agent("Q", session_id="a1")
+    transport.fail = DeliveryFailed("1 step(s) not delivered")
+    with pytest.raises(DeliveryFailed):
+        s.iteration(thought="t")
+    transport.fail = EmitTimeout("buffer full")
+    with pytest.raises(EmitTimeout):
+        s.iteration(thought="t")
+    s.iteration(thought="t")
+    assert [e.seq for e in events(transport)] == [0, 1]
+    assert events(transport)[1].payload.iteration == 1  # type: ignore[union-attr]
+    transport.fail = DeliveryFailed("late failure")
+    with pytest.raises(DeliveryFailed):
+        emitter.flush()
+
+
+def test_close_is_idempotent_and_a_closed_emitter_refuses_steps() -> None:
+    emitter, t = make()
+    with emitter:
+        emitter.agent("Q")
+    assert t.closed
+    emitter.close()
+    with pytest.raises(EmitError, match="closed"):
+        emitter.agent("Q")
+
+
+def test_threads_sharing_a_session_get_distinct_contiguous_numbers_in_send_order() -> None:
+    emitter, t = make()
+    s = emitter.agent("Q", session_id="a1")
+    threads = [threading.Thread(target=lambda: [s.iteration(thought="x") for _ in range(50)]) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    got = events(t)
+    assert [e.seq for e in got] == list(range(201))
+    assert [e.payload.iteration for e in got[1:]] == list(range(1, 201))  # type: ignore[union-attr]
+
+
+def test_every_emitted_event_folds_into_a_concluded_session() -> None:
+    emitter, t = make()
+    g = emitter.graphrag("g", session_id="g1")
+    g.explore(3)
+    g.focus([("http://x/s", "http://x/p", "o", "r")])
+    g.synthesize("gs")
+    d = emitter.docrag("d", session_id="d1")
+    d.explore(2, ["c"])
+    d.synthesize("ds")
+    a = emitter.agent("a", session_id="a1")
+    a.iteration(thought="t", action="GraphRag", arguments={"q": "g"}, observation="o", subtrace=g)
+    a.iteration(thought="t2", used=[1])
+    a.conclude("done")
+    states: dict[str, FoldState | None] = defaultdict(lambda: None)
+    for e in events(t):
+        states[e.session_id], out = fold(states[e.session_id], e)
+    assert out.status.state is SessionState.CONCLUDED
+
+
+# -- Kafka transport policy, no broker needed ---------------------------------
+
+def unreachable(block_ms: int = 300, buffer: int = 3) -> Settings:
+    return replace(SETTINGS, kafka_bootstrap="127.0.0.1:1", emit_block_ms=block_ms, emit_buffer=buffer)
+
+
+def test_kafka_transport_constructor_does_nothing() -> None:
+    t = KafkaTransport(unreachable())
+    assert t._thread is None
+    t.close()
+
+
+def test_unreachable_kafka_fills_the_buffer_then_times_out_with_a_clear_error() -> None:
+    t = KafkaTransport(unreachable())
+    try:
+        for _ in range(3):
+            t.send(b"k", b"v")  # buffered, returns at once
+        start = time.monotonic()
+        with pytest.raises(EmitTimeout, match=r"emit buffer full \(3 steps\) for 0.3s: Kafka at 127.0.0.1:1"):
+            t.send(b"k", b"v")
+        assert 0.25 < time.monotonic() - start < 5
+        with pytest.raises(EmitTimeout, match="3 step\\(s\\) still not acknowledged"):
+            t.flush(timeout=0.2)
+        with pytest.raises(EmitError, match="cannot reach Kafka at 127.0.0.1:1"):
+            t.wait_connected(2)
+    finally:
+        with pytest.raises(DeliveryFailed):
+            t.close(timeout=0.1)
+    assert t._thread is not None and not t._thread.is_alive()
+    with pytest.raises(EmitError, match="closed"):
+        t.send(b"k", b"v")
