@@ -1,7 +1,7 @@
 """The LLM planner: any OpenAI-compatible chat endpoint, spoken to with urllib.
 
-``POST {llm_url}/chat/completions`` with ``{"model", "messages", "temperature": 0,
-"stop": ["\\nObservation:"]}`` and ``Authorization: Bearer {llm_api_key}`` when
+``POST {llm_url}/chat/completions`` with ``{"model" (if set), "messages",
+"temperature": 0, "stop": ["\\nObservation:"]}`` and ``Authorization: Bearer {llm_api_key}`` when
 a key is set. Every failure (HTTP status, unreachable host, a body that is not
 a chat completion) becomes :class:`LlmError` naming the endpoint.
 """
@@ -35,7 +35,9 @@ class ChatClient:
 
     def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
         """The assistant message content of one chat completion."""
-        body = {"model": self.model, "messages": list(messages), "temperature": 0, "stop": STOP}
+        body: dict[str, Any] = {"messages": list(messages), "temperature": 0, "stop": STOP}
+        if self.model:
+            body["model"] = self.model
         request = urllib.request.Request(self.endpoint, data=json.dumps(body).encode("utf-8"),
                                          headers=self._headers(), method="POST")
         return _content(self._post(request), self.endpoint)

@@ -91,6 +91,7 @@ def test_http_error_ends_with_a_recorded_conclusion(settings: Settings) -> None:
     answer = events[-1].payload.answer  # type: ignore[union-attr]
     assert answer.startswith("Stopped: HTTP 500 from http://127.0.0.1:") and "scripted failure 500" in answer
     assert not result.outcome.answered
+    assert "model" not in llm.requests[0], "no model configured: the server's default"
 
 
 def test_unreachable_endpoint_ends_with_a_recorded_conclusion(settings: Settings) -> None:
