@@ -82,3 +82,36 @@ def fold_events(events: Iterable[ev.Event]) -> list[StepTriples]:
 
 def triples_of(messages: Iterable[StepTriples]) -> set[Triple]:
     return {t for m in messages for t in m.triples}
+
+
+DAG_USES = {3: (1, 2)}
+"""The DAG used by :func:`scenario`: the third step of the first trajectory uses steps 1 and 2."""
+
+
+def scenario(trajectories: Sequence[Mapping[str, Any]], prefix: str, *, start: datetime,
+             user: str = "trustgraph", collection: str = "default") -> list[ev.Event]:
+    """A small scope exercising every read-side case, sessions one minute apart (oldest first).
+
+    ``{prefix}-dag``: trajectory 0 with a DAG step; ``{prefix}-rag``: a GraphRAG
+    session; ``{prefix}-sub``: a DocRAG session called as a tool by iteration 2 of
+    ``{prefix}-parent`` (trajectory 1); ``{prefix}-open``: trajectory 2, not concluded.
+    """
+    scope = {"user": user, "collection": collection}
+    minute = timedelta(minutes=1)
+    edges = [ev.SelectedEdge("http://dbpedia.org/resource/High_Plains_(United_States)",
+                             "http://dbpedia.org/ontology/elevation", "1,800 to 7,000 ft",
+                             "The edge states the elevation range asked for."),
+             ev.SelectedEdge("http://dbpedia.org/resource/High_Plains_(United_States)",
+                             "http://dbpedia.org/ontology/partOf", "http://dbpedia.org/resource/Great_Plains",
+                             "Places the region.")]
+    sub = ev.SubTrace(Mechanism.DOCRAG, f"{prefix}-sub")
+    return [
+        *agent_events(trajectories[0], f"{prefix}-dag", start=start, used=DAG_USES, **scope),
+        *graphrag_events(f"{prefix}-rag", "What is the elevation range of the High Plains?", 240, edges,
+                         "The High Plains rise from about 1,800 to 7,000 ft.", start=start + minute, **scope),
+        *docrag_events(f"{prefix}-sub", "Who was Milhouse named after?", ["simpsons.txt#12", "nixon.txt#3"],
+                       "Milhouse was named after Richard Nixon (middle name Milhous).",
+                       start=start + 2 * minute + timedelta(seconds=2), **scope),
+        *agent_events(trajectories[1], f"{prefix}-parent", start=start + 2 * minute, subtraces={2: sub}, **scope),
+        *agent_events(trajectories[2], f"{prefix}-open", start=start + 3 * minute, conclude=False, **scope),
+    ]
