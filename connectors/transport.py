@@ -7,6 +7,7 @@ keeps ``(key, value)`` pairs in a list for tests and dry runs.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
@@ -18,6 +19,10 @@ from provstream.settings import Settings
 # Extra time flush(None) allows past the producer's own delivery timeout.
 _FLUSH_MARGIN_S = 5.0
 _RECONNECT_BACKOFF_S = 1.0
+# The sender settles acknowledged steps every _REAP_EVERY sends, or after
+# _REAP_S without a new step while some are in flight.
+_REAP_EVERY = 256
+_REAP_S = 0.002
 _CLOSE = object()
 
 
@@ -99,9 +104,10 @@ class KafkaTransport:
 
     * ``send()`` only appends to an in-process buffer and returns; a single
       background thread owns the kafka-python ``KafkaProducer`` (idempotent,
-      ``acks=all``, default murmur2 partitioner so a session's key always maps
-      to the partition Java/Faust would pick) and feeds it in FIFO order, so a
-      session's steps reach its partition in the order they were sent.
+      ``acks=all``; partitions chosen exactly as the default murmur2
+      partitioner does, so a session's key maps to the partition Java/Faust
+      would pick) and feeds it in FIFO order, so a session's steps reach its
+      partition in the order they were sent.
     * The buffer is bounded by ``settings.emit_buffer`` steps not yet
       acknowledged by Kafka (queued here or in the producer). When it is full
       (Kafka slow or unreachable) ``send()`` blocks up to
@@ -225,12 +231,13 @@ class KafkaTransport:
 
     def _run(self) -> None:
         producer = self._connect()
+        inflight: deque[tuple[bytes, Any]] = deque()
         try:
             if producer is not None:
-                self._pump(producer)
+                self._pump(producer, inflight)
         finally:
             if producer is not None:
-                self._shutdown(producer)
+                self._shutdown(producer, inflight)
             self._drain_unsent()
 
     def _connect(self) -> Any:
@@ -249,25 +256,38 @@ class KafkaTransport:
             return producer
         return None
 
-    def _pump(self, producer: Any) -> None:
-        get, topic = self._queue.get, self.topic
+    def _pump(self, producer: Any, inflight: deque[tuple[bytes, Any]]) -> None:
+        """Feed the producer in FIFO order; account for acknowledgements in batches (cheaper than callbacks)."""
+        get, send, topic = self._queue.get, producer.send, self.topic
+        partition = _Partitioner(producer, topic)
         while True:
-            item = get()
+            try:
+                item = get(timeout=_REAP_S) if inflight else get()
+            except Empty:
+                self._reap(inflight)
+                continue
             if item is _CLOSE:
                 return
             key, value = item
             try:
-                future = producer.send(topic, value=value, key=key)
+                inflight.append((key, send(topic, value=value, key=key, partition=partition(key))))
             except Exception as exc:  # metadata timeout, record too large, ...
                 self._failed(key, exc)
-                continue
-            future.add_callback(self._acked).add_errback(self._failed, key)
+            if len(inflight) >= _REAP_EVERY:
+                self._reap(inflight)
 
-    def _acked(self, _metadata: Any) -> None:
+    def _reap(self, inflight: deque[tuple[bytes, Any]]) -> None:
+        """Settle the leading completed sends: count acknowledgements, collect failures."""
+        done: list[tuple[bytes, Any]] = []
+        while inflight and inflight[0][1].is_done:
+            done.append(inflight.popleft())
+        if not done:
+            return
+        failures = [Failure(key, describe(f.exception)) for key, f in done if f.exception is not None]
         with self._cond:
-            self._pending -= 1
-            if self._pending == 0 or self._pending == self._limit - 1:
-                self._cond.notify_all()
+            self._failures += failures
+            self._pending -= len(done)
+            self._cond.notify_all()
 
     def _failed(self, key: bytes, exc: BaseException) -> None:
         with self._cond:
@@ -275,12 +295,13 @@ class KafkaTransport:
             self._pending -= 1
             self._cond.notify_all()
 
-    def _shutdown(self, producer: Any) -> None:
+    def _shutdown(self, producer: Any, inflight: deque[tuple[bytes, Any]]) -> None:
         try:
             producer.flush(timeout=self._block_s)
         except Exception:  # what stays unacknowledged is reported by close() via the pending count
             pass
         producer.close(timeout=self._block_s)
+        self._reap(inflight)
 
     def _drain_unsent(self) -> None:
         while True:
@@ -290,3 +311,32 @@ class KafkaTransport:
                 return
             if item is not _CLOSE:
                 self._failed(item[0], EmitError("transport closed before the step was sent"))
+
+
+class _Partitioner:
+    """kafka-python's default partitioner (Java's murmur2), memoised per key.
+
+    ``murmur2`` is pure Python; a session's key repeats for each of its steps,
+    so the sender computes it once per session. The partition count is re-read
+    from the producer's metadata on every new key; if it changes the memo is
+    dropped, as the default partitioner would re-map keys too.
+    """
+
+    def __init__(self, producer: Any, topic: str) -> None:
+        from kafka.partitioner.default import murmur2
+
+        self._murmur2 = murmur2
+        self._producer = producer
+        self._topic = topic
+        self._count = 0
+        self._memo: dict[bytes, int] = {}
+
+    def __call__(self, key: bytes) -> int:
+        partition = self._memo.get(key)
+        if partition is None:
+            count = len(self._producer.partitions_for(self._topic))  # waits for metadata up to max_block_ms
+            if count != self._count or len(self._memo) > 100_000:
+                self._memo.clear()
+                self._count = count
+            partition = self._memo[key] = (self._murmur2(key) & 0x7FFFFFFF) % count
+        return partition
