@@ -42,12 +42,12 @@ class Outcome:
     steps: int
 
 
-def _quiet(kind: str, text: str) -> None:
-    return None
+def quiet(kind: str, text: str) -> None:
+    """The default :data:`Report`: print nothing."""
 
 
 def react(question: str, planner: Planner, tools: Mapping[str, Tool], session: AgentRecorder,
-          max_steps: int, report: Report = _quiet) -> Outcome:
+          max_steps: int, report: Report = quiet) -> Outcome:
     """Run until a final answer, an error or ``max_steps`` planner decisions."""
     history: list[Turn] = []
     for _ in range(max_steps):

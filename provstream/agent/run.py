@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from provstream.agent.llm import ChatClient, LlmPlanner
-from provstream.agent.loop import Outcome, Report, react
+from provstream.agent.loop import Outcome, Report, quiet, react
 from provstream.agent.planner import HeuristicPlanner, Planner
 from provstream.agent.search import SearchIndex, default_index
 from provstream.agent.tools import CalculatorTool, SearchTool, Tool, describe
@@ -60,5 +60,5 @@ def invoke(emitter: Sessions, settings: Settings, request: AgentRequest, report:
     planner = planner_for(settings, tools, index)
     session = emitter.agent(request.question, **scope, session_id=request.session_id)
     outcome = react(request.question, planner, {t.name: t for t in tools}, session, request.max_steps,
-                    *([report] if report else []))
+                    report or quiet)
     return AgentRun(session.uri, outcome, tuple(opened), planner.label)
