@@ -36,7 +36,10 @@ class Accepted:
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
+    """A message for the dead-letter topic; ``internal`` means a bug, not bad input."""
+
     reason: str
+    internal: bool = False
 
 
 Outcome = Accepted | Rejected
@@ -64,6 +67,9 @@ def fold_batch(messages: Sequence[Message], lookup: Lookup, max_bytes: int = 1_0
                 raise InvalidEvent(f"its triples take {len(triples)} bytes, over the {max_bytes}-byte limit")
         except (DecodeError, InvalidEvent, EncodeError) as exc:
             outcomes.append(Rejected(f"{type(exc).__name__}: {exc}"))
+            continue
+        except Exception as exc:  # a bug must not stop the stream: park the message, keep going
+            outcomes.append(Rejected(f"internal error {type(exc).__name__}: {exc}", internal=True))
             continue
         if state != states[session_id]:
             states[session_id] = changed[session_id] = state

@@ -1,0 +1,130 @@
+"""Benchmark: events/s through one fold worker on the real broker.
+
+Pre-loads N events (the bundled ReAct trajectories, cycled into N/5 sessions)
+on a fresh events topic, then starts one ``provstream worker`` and times how
+long it takes until every triples message is on the triples topic.
+
+    .venv/bin/python bench/bench_fold.py [--events 100000] [--batch-size 1000 ...] [--profile DIR]
+
+Prints one line per run: events, seconds (from "ready" to the last triples
+message) and events/s. ``--batch-size 1`` is per-event processing. With
+``--profile DIR`` the worker runs under cProfile and the top functions are
+printed. Topics are named ``bench.<id>.*`` and left on the broker (small).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from provstream import wire
+from provstream.settings import Settings
+from provstream.streams import trajectories
+from provstream.streams.runner import READY
+from provstream.topics import ensure_topics
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
+
+
+def bench_settings(base: Settings, run_id: str, workdir: Path) -> Settings:
+    return replace(
+        base, events_topic=f"bench.{run_id}.events", triples_topic=f"bench.{run_id}.triples",
+        events_dlq_topic=f"bench.{run_id}.events.dlq", triples_dlq_topic=f"bench.{run_id}.triples.dlq",
+        worker_app_id=f"bench-{run_id}-fold", stack_dir=workdir,
+    )
+
+
+def preload(s: Settings, count: int) -> int:
+    """Encode and send at least ``count`` events; the number sent."""
+    records = trajectories.load(DATA)
+    p = KafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=20, batch_size=256 * 1024)
+    sent, n = 0, 0
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    while sent < count:
+        for e in trajectories.trajectory_events(records[n % len(records)], f"b{n}", start):
+            p.send(s.events_topic, key=e.session_id.encode(), value=wire.encode_event(e))
+            sent += 1
+        n += 1
+    p.flush()
+    p.close()
+    return sent
+
+
+def total_end_offset(consumer: KafkaConsumer, topic: str) -> int:
+    parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+    return sum(consumer.end_offsets(parts).values())
+
+
+def env(s: Settings) -> dict[str, str]:
+    names = ("kafka_bootstrap", "events_topic", "triples_topic", "events_dlq_topic", "triples_dlq_topic",
+             "worker_app_id", "partitions", "stack_dir")
+    return {**os.environ, **{f"PROVSTREAM_{n.upper()}": str(getattr(s, n)) for n in names}}
+
+
+def run_once(base: Settings, events: int, batch_size: int, profile: Path | None) -> tuple[int, float]:
+    run_id = uuid.uuid4().hex[:8]
+    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"provstream-bench-{run_id}"
+    workdir.mkdir(parents=True)
+    s = bench_settings(base, run_id, workdir)
+    ensure_topics(s)
+    t0 = time.monotonic()
+    sent = preload(s, events)
+    print(f"  preloaded {sent} events in {time.monotonic() - t0:.1f}s", flush=True)
+    prof = ["-m", "cProfile", "-o", str(profile / f"worker-{batch_size}.prof")] if profile else []
+    cmd = [sys.executable, *prof, "-m", "provstream", "worker", "--batch-size", str(batch_size)]
+    proc = subprocess.Popen(cmd, env=env(s), cwd=workdir, stdout=subprocess.PIPE, text=True,
+                            stderr=(workdir / "worker.log").open("w"))
+    consumer = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(READY):
+                break
+        ready = time.monotonic()
+        while (done := total_end_offset(consumer, s.triples_topic)) < sent:
+            if proc.poll() is not None or time.monotonic() - ready > 600:
+                raise SystemExit(f"worker stopped or stalled at {done}/{sent} (log {workdir / 'worker.log'})")
+            time.sleep(0.05)
+        return sent, time.monotonic() - ready
+    finally:
+        consumer.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+
+
+def show_profile(path: Path) -> None:
+    stats = pstats.Stats(str(path))
+    stats.sort_stats("tottime").print_stats(25)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--batch-size", type=int, nargs="+", default=[1000])
+    parser.add_argument("--profile", type=Path, default=None, help="run the worker under cProfile, stats here")
+    args = parser.parse_args()
+    base = Settings.from_env()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    for batch in args.batch_size:
+        print(f"batch size {batch}:", flush=True)
+        sent, seconds = run_once(base, args.events, batch, args.profile)
+        print(f"batch size {batch}: {sent} events in {seconds:.2f}s = {sent / seconds:,.0f} events/s", flush=True)
+        if args.profile:
+            show_profile(args.profile / f"worker-{batch}.prof")
+
+
+if __name__ == "__main__":
+    main()

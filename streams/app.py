@@ -1,0 +1,153 @@
+"""The Faust worker: events topic -> session table -> triples topic (+ dead letters).
+
+Faust only wires things together; the folding is :func:`fold_batch` (pure).
+
+* Source: ``settings.events_topic``, raw bytes, keyed by session id.
+* State: the table ``sessions`` (key: session id bytes, value:
+  ``FoldState.to_dict()``), in memory and backed by its changelog topic
+  ``<app id>-sessions-changelog``, from which a restarted worker recovers.
+* Output: one ``StepTriples`` message per event on ``settings.triples_topic``,
+  keyed by session id; rejected messages go to ``settings.events_dlq_topic``
+  with their original key, value and headers plus ``provstream.error`` and
+  ``provstream.source.topic/partition/offset``.
+
+Delivery is at-least-once: Faust commits an offset only after the producer
+flushed the triples and changelog records of the events before it. After a
+crash the uncommitted events are folded again; they give the same triples
+(flagged ``duplicate``), so downstream MERGEs make it effectively once.
+
+Batching (``stream.take_events``) writes the table outside Faust's
+per-event context, so the table uses ``use_partitioner=True``: its changelog
+partition comes from the key through the producer's murmur2 partitioner, the
+same one the emitter uses, so with equal partition counts (checked at start)
+a session's state stays co-partitioned with its events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faust
+from faust.types import EventT, StreamT
+
+from provstream.settings import Settings
+from provstream.streams.batch import Accepted, Message, Rejected, fold_batch
+from provstream.streams.fold import FoldState
+
+log = logging.getLogger("provstream.worker")
+
+TABLE = "sessions"
+ERROR_HEADER = "provstream.error"
+SOURCE_HEADERS = ("provstream.source.topic", "provstream.source.partition", "provstream.source.offset")
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How the worker batches: ``batch_size`` 1 means per-event processing."""
+
+    batch_size: int = 1000
+    batch_within: float = 0.05
+    datadir: Path | None = None
+
+
+def datadir(settings: Settings, options: WorkerOptions) -> Path:
+    """Faust's data directory: never the current directory."""
+    return options.datadir or settings.stack_dir / "faust" / settings.worker_app_id
+
+
+def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> faust.App:
+    """A Faust app wired from ``settings`` (no environment reads here)."""
+    app = faust.App(settings.worker_app_id, **_config(settings, options))
+    events = _raw_topic(app, settings.events_topic)
+    fold = _Fold(
+        table=app.Table(TABLE, default=None, partitions=settings.partitions, key_type=bytes,
+                        use_partitioner=True),
+        triples=_raw_topic(app, settings.triples_topic),
+        dlq=_raw_topic(app, settings.events_dlq_topic),
+        max_bytes=settings.max_message_bytes,
+    )
+    agent = fold.per_event if options.batch_size <= 1 else fold.batched(options.batch_size, options.batch_within)
+    app.agent(events, name="provstream-fold")(agent)
+    return app
+
+
+def _raw_topic(app: faust.App, name: str) -> faust.TopicT:
+    return app.topic(name, key_serializer="raw", value_serializer="raw")
+
+
+def _config(settings: Settings, options: WorkerOptions) -> dict[str, Any]:
+    return {
+        "broker": [f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],
+        "store": "memory://",
+        "datadir": str(datadir(settings, options)),
+        "topic_partitions": settings.partitions,
+        "topic_replication_factor": 1,
+        "topic_disable_leader": True,
+        "processing_guarantee": "at_least_once",
+        "consumer_auto_offset_reset": "earliest",
+        "web_enabled": False,
+        "table_standby_replicas": 0,
+        "worker_redirect_stdouts": False,
+        "broker_session_timeout": 10.0,
+        "broker_heartbeat_interval": 1.0,
+        "producer_linger_ms": 5,
+        "producer_max_batch_size": 256 * 1024,
+        "producer_max_request_size": max(settings.max_message_bytes + 64 * 1024, 1_048_576),
+        "stream_buffer_maxsize": 8192,
+    }
+
+
+@dataclass
+class _Fold:
+    """The agent bodies: read the batch, fold it, write state, triples and dead letters."""
+
+    table: Any
+    triples: Any
+    dlq: Any
+    max_bytes: int
+
+    async def per_event(self, stream: StreamT) -> None:
+        async for event in stream.events():
+            await self.handle([event])
+
+    def batched(self, size: int, within: float) -> Callable[[StreamT], Any]:
+        async def agent(stream: StreamT) -> None:
+            batches: AsyncIterator[Sequence[EventT]] = stream.take_events(size, within=within)  # type: ignore[attr-defined]
+            async for batch in batches:
+                await self.handle(batch)
+
+        return agent
+
+    async def handle(self, batch: Sequence[EventT]) -> None:
+        messages = [Message(e.message.key, e.message.value) for e in batch]
+        result = fold_batch(messages, self._lookup, self.max_bytes)
+        for session_id, state in result.changed.items():
+            self.table[session_id.encode()] = state.to_dict()
+        for event, outcome in zip(batch, result.outcomes, strict=True):
+            if isinstance(outcome, Accepted):
+                key = outcome.session_id.encode()
+                await self.triples.send(key=key, value=outcome.triples, force=True)
+            else:
+                await self._dead_letter(event, outcome)
+
+    def _lookup(self, session_id: str) -> FoldState | None:
+        data = self.table.get(session_id.encode())
+        return None if data is None else FoldState.from_dict(data)
+
+    async def _dead_letter(self, event: EventT, outcome: Rejected) -> None:
+        m = event.message
+        level = logging.ERROR if outcome.internal else logging.WARNING
+        log.log(level, "dead letter %s/%d@%d: %s", m.topic, m.partition, m.offset, outcome.reason)
+        await self.dlq.send(key=m.key, value=m.value, headers=dead_letter_headers(m, outcome.reason), force=True)
+
+
+def dead_letter_headers(message: Any, reason: str) -> list[tuple[str, bytes]]:
+    """The original headers plus the reason and where the message came from."""
+    original = list(message.headers.items()) if isinstance(message.headers, dict) else list(message.headers or [])
+    source = (message.topic, message.partition, message.offset)
+    return [*original, (ERROR_HEADER, reason[:4000].encode()),
+            *((name, str(value).encode()) for name, value in zip(SOURCE_HEADERS, source, strict=True))]

@@ -1,0 +1,175 @@
+"""The Faust worker on the real broker: triples out, crash recovery, dead letters."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from kafka.admin import KafkaAdminClient
+from rdflib.compare import isomorphic
+from worker_support import (
+    TRAJECTORIES,
+    producer,
+    read_topic,
+    running_worker,
+    send_events,
+    start_worker,
+)
+
+from provstream import events as ev
+from provstream import wire
+from provstream.rdf import to_graph
+from provstream.settings import Settings
+from provstream.streams import trajectories
+from provstream.streams.app import ERROR_HEADER, SOURCE_HEADERS
+from provstream.streams.fold import fold
+from provstream.triples import SessionState, StepTriples, Triple
+
+pytestmark = pytest.mark.integration
+T0 = datetime(2025, 3, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def stack(base_settings: Settings) -> Settings:
+    """The worker needs Kafka only (overrides the conftest fixture that also wants Neo4j)."""
+    host, _, port = base_settings.kafka_bootstrap.split(",")[0].rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError:
+        pytest.fail(f"Kafka is not reachable at {base_settings.kafka_bootstrap}: run `make up`")
+    return base_settings
+
+
+@pytest.fixture
+def settings(isolated: Settings, tmp_path: Path) -> Settings:
+    return replace(isolated, stack_dir=tmp_path)
+
+
+def bundled_sessions(s: Settings, prefix: str, copies: int = 1) -> list[list[ev.Event]]:
+    records = trajectories.load(TRAJECTORIES)
+    assert len(records) == 12
+    return list(trajectories.sessions(records, prefix, T0, 12 * copies, collection=s.collection))
+
+
+def offline(sessions: list[list[ev.Event]]) -> dict[str, StepTriples]:
+    """The fold applied without Kafka: event id -> its triples message."""
+    out = {}
+    for session in sessions:
+        state = None
+        for e in session:
+            state, step = fold(state, e)
+            out[e.event_id] = step
+    return out
+
+
+def triples_messages(s: Settings, count: int, timeout: float = 60.0) -> list[StepTriples]:
+    return [wire.decode_triples(r.value) for r in read_topic(s, s.triples_topic, count, timeout)]  # type: ignore[attr-defined]
+
+
+def union(messages: list[StepTriples]) -> set[Triple]:
+    return {t for m in messages for t in m.triples}
+
+
+def test_bundled_trajectories_give_exactly_the_expected_triples(settings: Settings, unique: str) -> None:
+    sessions = bundled_sessions(settings, f"w{unique}")
+    expected = offline(sessions)
+    with running_worker(settings, log=settings.stack_dir / "worker.log") as worker:
+        send_events(settings, (e for s in sessions for e in s))
+        got = triples_messages(settings, len(expected))
+        assert worker.stop() == 0, "SIGTERM must shut the worker down cleanly"
+    assert {m.event_id for m in got} == set(expected)
+    for m in got:
+        assert m.triples == expected[m.event_id].triples
+        assert (m.user, m.collection, m.question) == (settings.user, settings.collection, expected[m.event_id].question)
+    assert isomorphic(to_graph(union(got)), to_graph(union(list(expected.values()))))
+    last = {m.session_id: m for m in got}
+    assert {m.status.state for m in last.values()} == {SessionState.CONCLUDED}
+
+
+def _committed(s: Settings) -> int:
+    admin = KafkaAdminClient(bootstrap_servers=s.kafka_bootstrap)
+    try:
+        offsets = admin.list_group_offsets(s.worker_app_id).get(s.worker_app_id, {})
+        return sum(o.offset for o in offsets.values() if o.offset > 0)
+    finally:
+        admin.close()
+
+
+def test_sigkill_mid_stream_loses_and_duplicates_nothing(settings: Settings, unique: str) -> None:
+    sessions = bundled_sessions(settings, f"k{unique}", copies=10)
+    expected = offline(sessions)
+    # Round-robin by step: every session is still open when the worker dies.
+    paced = sorted((e for s in sessions for e in s), key=lambda e: (e.seq, e.session_id))
+    log = settings.stack_dir / "worker.log"
+    first = start_worker(settings, log=log)
+    p = producer(settings)
+
+    def feed() -> None:
+        for i in range(0, len(paced), 10):  # ~8 s: the worker commits (every 2.8 s) mid-way
+            send_events(settings, paced[i:i + 10], p)
+            time.sleep(0.12)
+
+    feeder = threading.Thread(target=feed)
+    second = None
+    try:
+        first.wait_ready()
+        feeder.start()
+        deadline = time.monotonic() + 30
+        while _committed(settings) < len(paced) // 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        committed = _committed(settings)
+        first.kill()
+        assert 0 < committed < len(paced), "the worker should die with part of the stream committed"
+        feeder.join(30)
+        second = start_worker(settings, log=log)
+        second.wait_ready()
+        got = triples_messages(settings, 10**9, timeout=0)  # drain what is there, then wait for the rest
+        deadline = time.monotonic() + 40
+        while {m.event_id for m in got} != set(expected) and time.monotonic() < deadline:
+            time.sleep(1)
+            got = triples_messages(settings, len(got) + 1, timeout=2)
+    finally:
+        first.kill()
+        if feeder.is_alive():
+            feeder.join(30)
+        p.close()
+        if second is not None:
+            assert second.stop() == 0
+    assert {m.event_id for m in got} == set(expected)
+    assert union(got) == union(list(expected.values()))
+    last = {m.session_id: m for m in got}
+    assert len(last) == len(sessions)
+    assert [s for s, m in last.items() if m.status.state is not SessionState.CONCLUDED] == []
+    assert all(m.status.steps == m.status.expected for m in last.values())
+
+
+def test_garbage_and_invalid_events_go_to_the_dead_letter_topic(settings: Settings, unique: str) -> None:
+    [good] = bundled_sessions(settings, f"g{unique}")[:1]
+    bad_scope = replace(good[1], event_id="other", user="mallory")
+    with running_worker(settings, log=settings.stack_dir / "worker.log"):
+        p = producer(settings)
+        p.send(settings.events_topic, key=b"junk", value=b"\x00not avro at all", headers=[("origin", b"test")])
+        send_events(settings, good[:1], p)
+        send_events(settings, [bad_scope], p)
+        send_events(settings, good[1:], p)
+        p.close()
+        got = triples_messages(settings, len(good))
+        dead = read_topic(settings, settings.events_dlq_topic, 2, timeout=30)
+    assert [m.event_id for m in got] == [e.event_id for e in good]
+    assert got[-1].status.state is SessionState.CONCLUDED
+    assert len(dead) == 2
+    garbage, invalid = sorted(dead, key=lambda r: r.key != b"junk")  # type: ignore[attr-defined]
+    assert (garbage.key, garbage.value) == (b"junk", b"\x00not avro at all")  # type: ignore[attr-defined]
+    assert wire.decode_event(invalid.value) == bad_scope  # type: ignore[attr-defined]
+    for record, reason in ((garbage, "DecodeError"), (invalid, "InvalidEvent")):
+        headers = dict(record.headers)  # type: ignore[attr-defined]
+        assert headers[ERROR_HEADER].decode().startswith(reason)
+        assert headers[SOURCE_HEADERS[0]].decode() == settings.events_topic
+        assert int(headers[SOURCE_HEADERS[1]]) in range(settings.partitions)
+        assert int(headers[SOURCE_HEADERS[2]]) >= 0
+    assert dict(garbage.headers)["origin"] == b"test"  # type: ignore[attr-defined]

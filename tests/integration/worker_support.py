@@ -1,0 +1,134 @@
+"""Helpers for the worker's integration tests and benchmark: run the worker, feed it, read what it wrote."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from provstream import events as ev
+from provstream import wire
+from provstream.settings import Settings
+from provstream.streams.runner import READY
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / ".." / "shared" / "data"
+TRAJECTORIES = DATA / "react" / "hotpot_fever.jsonl"
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    names = ("kafka_bootstrap", "events_topic", "triples_topic", "events_dlq_topic", "triples_dlq_topic",
+             "worker_app_id", "partitions", "stack_dir", "max_message_bytes")
+    return {**os.environ, **{f"PROVSTREAM_{n.upper()}": str(getattr(settings, n)) for n in names}}
+
+
+@dataclass
+class WorkerProcess:
+    """``provstream worker`` as a child process; its stdout is collected by a thread."""
+
+    proc: subprocess.Popen[str]
+    lines: list[str] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if line.startswith(READY):
+                self.ready.set()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.2):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"worker not ready (exit {self.proc.poll()}):\n{''.join(self.lines)}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then SIGKILL if it does not exit in time; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+
+def start_worker(settings: Settings, *args: str, log: Path | None = None) -> WorkerProcess:
+    stderr = log.open("ab") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provstream", "worker", *args], env=worker_env(settings), cwd=settings.stack_dir,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
+    )
+    w = WorkerProcess(proc)
+    threading.Thread(target=w._read, daemon=True).start()
+    return w
+
+
+@contextmanager
+def running_worker(settings: Settings, *args: str, log: Path | None = None) -> Iterator[WorkerProcess]:
+    """A ready worker, always stopped afterwards."""
+    w = start_worker(settings, *args, log=log)
+    try:
+        w.wait_ready()
+        yield w
+    finally:
+        w.stop()
+
+
+def producer(settings: Settings) -> KafkaProducer:
+    return KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, linger_ms=5)
+
+
+def send_events(settings: Settings, events: Iterable[ev.Event], p: KafkaProducer | None = None) -> int:
+    own = p is None
+    p = p or producer(settings)
+    n = 0
+    for e in events:
+        p.send(settings.events_topic, key=e.session_id.encode(), value=wire.encode_event(e))
+        n += 1
+    p.flush()
+    if own:
+        p.close()
+    return n
+
+
+def read_topic(settings: Settings, topic: str, until: int, timeout: float = 60.0) -> list[object]:
+    """All records of ``topic`` from the start, waiting until there are at least ``until`` (or timeout)."""
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        records: list[object] = []
+        deadline = time.monotonic() + timeout
+        while len(records) < until and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=300).values():
+                records.extend(batch)
+        return records
+    finally:
+        consumer.close()
+
+
+def end_offsets(settings: Settings, topic: str) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
+    try:
+        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        return sum(consumer.end_offsets(parts).values())
+    finally:
+        consumer.close()
