@@ -83,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000, help="events in the throughput run")
     parser.add_argument("--paced", type=int, default=5_000, help="events in the paced latency run")
-    parser.add_argument("--pause-us", type=float, default=200.0, help="pause between paced calls")
+    parser.add_argument("--pause-us", type=float, default=1000.0, help="pause between paced calls")
     parser.add_argument("--compression", default=None, help="producer compression_type (lz4, zstd, gzip)")
     parser.add_argument("--keep", action="store_true", help="keep the topic")
     args = parser.parse_args()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +28,17 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
+
+
+@pytest.fixture(scope="session")
+def stack(base_settings: Settings) -> Settings:
+    """These tests need Kafka only: the shared ``isolated`` fixture, without waiting for Neo4j."""
+    host, _, port = base_settings.kafka_bootstrap.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError:
+        pytest.fail(f"Kafka is not reachable at {base_settings.kafka_bootstrap}: run `make up`")
+    return base_settings
 
 
 class RecordingTransport(KafkaTransport):
