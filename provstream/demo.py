@@ -103,8 +103,10 @@ def docrag_sessions(emitter: DemoSessions, pause: Callable[[], None], out: Out) 
         session = emitter.docrag(q.question)
         result = run_docrag(Paced(session, pause), default_index(), q.question)
         uris.append(session.uri)
-        out(f"[docrag {n}/{len(questions)}] {session.uri}  {result.candidates} chunks matched, "
-            f"kept {', '.join(result.selected)}  (gold: {q.answer})")
+        best = result.best.text if result.best else "-"
+        out(f"[docrag {n}/{len(questions)}] {session.uri}  chunks matched: {result.candidates}, "
+            f"kept: {', '.join(result.selected)}")
+        out(f"    {_short(q.question, 90)}  ->  {_short(best, 90)}  (gold answer: {q.answer})")
     return uris
 
 
@@ -179,8 +181,9 @@ def wait_for_sessions(settings: Settings, uris: Sequence[str], *, timeout: float
     wanted, deadline = set(uris), time.monotonic() + timeout
     done: set[str] = set()
     last_error, reported = "", -1
-    with GraphDatabase.driver(settings.neo4j_uri, auth=settings.neo4j_auth,
-                              notifications_min_severity="OFF") as driver:
+    # This loop is the retry: keep the driver's own retries and timeouts short.
+    with GraphDatabase.driver(settings.neo4j_uri, auth=settings.neo4j_auth, notifications_min_severity="OFF",
+                              max_transaction_retry_time=min(poll, 5.0), connection_timeout=5.0) as driver:
         while True:
             try:
                 done = _complete(driver, settings, wanted)

@@ -10,7 +10,8 @@ import pytest
 from provstream import events as ev
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
-from provstream.demo import Paced, run_demo
+from provstream.demo import Paced, run_demo, wait_for_sessions
+from provstream.errors import WaitTimeout
 from provstream.settings import Settings
 from provstream.streams.fold import FoldState, fold
 from provstream.triples import SessionState
@@ -57,3 +58,11 @@ def test_paced_sessions_pause_before_each_step_only() -> None:
     paced = Paced(Session(), lambda: pauses.append(1))
     assert paced.uri == "urn:x" and pauses == []
     assert paced.explore(3) == "explored 3" and pauses == [1]
+
+
+def test_waiting_for_an_unreachable_neo4j_times_out_naming_what_is_missing() -> None:
+    settings = Settings(neo4j_uri="bolt://127.0.0.1:1", neo4j_password="x")
+    lines: list[str] = []
+    with pytest.raises(WaitTimeout, match=r"2 of 2 sessions not complete .* first missing: urn:a.*last error"):
+        wait_for_sessions(settings, ["urn:b", "urn:a"], timeout=0.5, poll=0.2, out=lines.append)
+    assert lines == ["Neo4j: 0/2 sessions complete"]
