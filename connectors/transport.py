@@ -6,6 +6,7 @@ keeps ``(key, value)`` pairs in a list for tests and dry runs.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ _RECONNECT_BACKOFF_S = 1.0
 _REAP_EVERY = 256
 _REAP_S = 0.002
 _CLOSE = object()
+_log = logging.getLogger(__name__)
 
 
 class Transport(Protocol):
@@ -140,14 +142,15 @@ class KafkaTransport:
         self._connect_error = ""
         self._closing = threading.Event()
         self._closed = False
+        self._stopped = ""
 
     # -- caller side -----------------------------------------------------
 
     def send(self, key: bytes, value: bytes) -> None:
         if self._failures:
             self._raise_failures()
-        if self._closed:
-            raise EmitError("the Kafka transport is closed")
+        if self._closed or self._stopped:
+            raise EmitError(self._stopped or "the Kafka transport is closed")
         if self._thread is None:
             self.start()
         with self._cond:
@@ -235,6 +238,9 @@ class KafkaTransport:
         try:
             if producer is not None:
                 self._pump(producer, inflight)
+        except Exception as exc:  # a bug, not Kafka: stop taking steps and report every buffered one
+            self._stopped = f"the Kafka sender stopped: {describe(exc)}"
+            _log.exception("provstream emitter: %s", self._stopped)
         finally:
             if producer is not None:
                 self._shutdown(producer, inflight)

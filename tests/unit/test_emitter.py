@@ -287,3 +287,104 @@ def test_unreachable_kafka_fills_the_buffer_then_times_out_with_a_clear_error() 
     assert t._thread is not None and not t._thread.is_alive()
     with pytest.raises(EmitError, match="closed"):
         t.send(b"k", b"v")
+
+
+class FakeFuture:
+    def __init__(self) -> None:
+        self.is_done = False
+        self.exception: BaseException | None = None
+
+
+class FakeProducer:
+    """Stands in for kafka-python's producer: futures the test settles by hand."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes, int]] = []
+        self.futures: list[FakeFuture] = []
+
+    def partitions_for(self, topic: str) -> set[int]:
+        return {0, 1, 2, 3}
+
+    def send(self, topic: str, value: bytes, key: bytes, partition: int) -> FakeFuture:
+        self.sent.append((topic, key, value, partition))
+        self.futures.append(FakeFuture())
+        return self.futures[-1]
+
+    def flush(self, timeout: float | None = None) -> None: ...
+
+    def close(self, timeout: float | None = None) -> None: ...
+
+
+class FakeKafkaTransport(KafkaTransport):
+    def __init__(self, settings: Settings, producer: object) -> None:
+        super().__init__(settings)
+        self.producer = producer
+
+    def _connect(self) -> object:
+        self._connected.set()
+        self._attempted.set()
+        return self.producer
+
+
+def wait_for(condition, timeout: float = 5) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_kafka_transport_keys_partitions_like_the_default_partitioner_and_keeps_fifo() -> None:
+    from kafka.partitioner.default import murmur2
+
+    producer = FakeProducer()
+    t = FakeKafkaTransport(unreachable(buffer=100), producer)
+    keys = [f"session-{i % 7}".encode() for i in range(40)]
+    for i, key in enumerate(keys):
+        t.send(key, b"%d" % i)
+    wait_for(lambda: len(producer.sent) == 40)
+    assert [v for _, _, v, _ in producer.sent] == [b"%d" % i for i in range(40)]
+    assert all(p == (murmur2(k) & 0x7FFFFFFF) % 4 for _, k, _, p in producer.sent)
+    for f in producer.futures:
+        f.is_done = True
+    t.flush(timeout=5)
+    t.close()
+
+
+def test_delivery_failures_surface_from_the_next_send_and_from_flush() -> None:
+    producer = FakeProducer()
+    t = FakeKafkaTransport(unreachable(buffer=100), producer)
+    t.send(b"s1", b"a")
+    t.send(b"s2", b"b")
+    wait_for(lambda: len(producer.futures) == 2)
+    producer.futures[0].is_done = True
+    producer.futures[0].exception = RuntimeError("NotEnoughReplicas")
+    producer.futures[1].is_done = True
+    wait_for(lambda: bool(t._failures))
+    with pytest.raises(DeliveryFailed, match=r"1 step\(s\) not delivered .*sessions: s1.*NotEnoughReplicas"):
+        t.send(b"s3", b"c")
+    t.send(b"s3", b"c")  # reported once; the transport goes on
+    wait_for(lambda: len(producer.futures) == 3)
+    producer.futures[2].is_done = True
+    producer.futures[2].exception = RuntimeError("timed out")
+    with pytest.raises(DeliveryFailed, match="timed out"):
+        t.flush(timeout=5)
+    t.close()
+
+
+def test_a_crashed_sender_refuses_new_steps_and_reports_the_buffered_ones() -> None:
+    class Broken(FakeProducer):
+        def send(self, topic: str, value: bytes, key: bytes, partition: int) -> FakeFuture:
+            return object()  # type: ignore[return-value]  # no is_done: the sender's bookkeeping fails
+
+    t = FakeKafkaTransport(unreachable(buffer=1000), Broken())
+    for _ in range(300):
+        try:
+            t.send(b"k", b"v")
+        except EmitError as exc:
+            assert "the Kafka sender stopped" in str(exc)
+            break
+        time.sleep(0.001)
+    else:
+        pytest.fail("the transport kept taking steps after its sender crashed")
+    with pytest.raises(DeliveryFailed):
+        t.close(timeout=0.5)
