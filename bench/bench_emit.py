@@ -21,6 +21,7 @@ import os
 import platform
 import statistics
 import time
+import timeit
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -105,7 +106,20 @@ def main() -> None:
             admin.close()
 
 
+def baseline(settings: Settings, records: list[AgentTrajectory]) -> None:
+    """What a step costs with no sender thread at all: building, checking and encoding it."""
+    from provstream.connectors.transport import MemoryTransport
+
+    reference = min(timeit.repeat("sum(range(10_000))", number=100, repeat=5)) / 100 * 1e6
+    print(f"machine reference: sum(range(10_000)) = {reference:.0f} µs")
+    with Emitter(settings, transport=MemoryTransport()) as emitter:
+        calls = steps(records, 20_000)
+        run(emitter, calls)
+        print(f"calling thread, memory transport (no sender thread), burst: {quantiles(run(emitter, calls))}")
+
+
 def bench(settings: Settings, records: list[AgentTrajectory], args: argparse.Namespace) -> None:
+    baseline(settings, records)
     transport = KafkaTransport(settings, config={"compression_type": args.compression})
     with Emitter(settings, transport=transport) as emitter:
         transport.wait_connected(30)
