@@ -20,6 +20,7 @@ import gc
 import os
 import platform
 import statistics
+import sys
 import time
 import timeit
 import uuid
@@ -85,7 +86,11 @@ def main() -> None:
     parser.add_argument("--pause-us", type=float, default=1000.0, help="pause between paced calls")
     parser.add_argument("--compression", default=None, help="producer compression_type (lz4, zstd, gzip)")
     parser.add_argument("--keep", action="store_true", help="keep the topic")
+    parser.add_argument("--switch-interval-us", type=float, default=None,
+                        help="sys.setswitchinterval for the run (CPython default 5000 µs)")
     args = parser.parse_args()
+    if args.switch_interval_us:
+        sys.setswitchinterval(args.switch_interval_us / 1e6)
 
     settings = Settings.from_env()
     topic = f"bench.emit.{uuid.uuid4().hex[:10]}"
@@ -96,7 +101,8 @@ def main() -> None:
     records = [r for _, r in load(DATA) if isinstance(r, AgentTrajectory)]
     print(f"# bench_emit {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  {platform.python_implementation()} "
           f"{platform.python_version()}  cpus={os.cpu_count()}  load={os.getloadavg()[0]:.2f}  topic={topic}  "
-          f"partitions={settings.partitions}  compression={args.compression}")
+          f"partitions={settings.partitions}  compression={args.compression}  "
+          f"switch interval={sys.getswitchinterval() * 1e6:.0f} µs")
     try:
         bench(settings, records, args)
     finally:
@@ -106,7 +112,7 @@ def main() -> None:
             admin.close()
 
 
-def baseline(settings: Settings, records: list[AgentTrajectory]) -> None:
+def baseline(settings: Settings, records: list[AgentTrajectory], pause_s: float) -> None:
     """What a step costs with no sender thread at all: building, checking and encoding it."""
     from provstream.connectors.transport import MemoryTransport
 
@@ -116,10 +122,12 @@ def baseline(settings: Settings, records: list[AgentTrajectory]) -> None:
         calls = steps(records, 20_000)
         run(emitter, calls)
         print(f"calling thread, memory transport (no sender thread), burst: {quantiles(run(emitter, calls))}")
+        paced = run(emitter, calls[:2_000], pause_s)
+        print(f"calling thread, memory transport (no sender thread), paced: {quantiles(paced)}")
 
 
 def bench(settings: Settings, records: list[AgentTrajectory], args: argparse.Namespace) -> None:
-    baseline(settings, records)
+    baseline(settings, records, args.pause_us / 1e6)
     transport = KafkaTransport(settings, config={"compression_type": args.compression})
     with Emitter(settings, transport=transport) as emitter:
         transport.wait_connected(30)
