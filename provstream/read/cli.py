@@ -29,6 +29,11 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((100, 24)).columns
 
 
+def one_line(text: str) -> str:
+    """Driver messages may span lines; errors are reported on one."""
+    return " ".join(text.split())
+
+
 def add_scope(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-U", "--user", default=None, help="user (default: trustgraph)")
     parser.add_argument("-C", "--collection", default=None, help="collection (default: default)")
@@ -42,7 +47,7 @@ def _run(prog: str, command: Command, args: argparse.Namespace) -> int:
     try:
         return command(args, Settings.from_env())
     except ProvstreamError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
