@@ -96,7 +96,6 @@ def scenario(trajectories: Sequence[Mapping[str, Any]], prefix: str, *, start: d
     session; ``{prefix}-sub``: a DocRAG session called as a tool by iteration 2 of
     ``{prefix}-parent`` (trajectory 1); ``{prefix}-open``: trajectory 2, not concluded.
     """
-    scope = {"user": user, "collection": collection}
     minute = timedelta(minutes=1)
     edges = [ev.SelectedEdge("http://dbpedia.org/resource/High_Plains_(United_States)",
                              "http://dbpedia.org/ontology/elevation", "1,800 to 7,000 ft",
@@ -106,12 +105,15 @@ def scenario(trajectories: Sequence[Mapping[str, Any]], prefix: str, *, start: d
                              "Places the region.")]
     sub = ev.SubTrace(Mechanism.DOCRAG, f"{prefix}-sub")
     return [
-        *agent_events(trajectories[0], f"{prefix}-dag", start=start, used=DAG_USES, **scope),
+        *agent_events(trajectories[0], f"{prefix}-dag", start=start, used=DAG_USES, user=user, collection=collection),
         *graphrag_events(f"{prefix}-rag", "What is the elevation range of the High Plains?", 240, edges,
-                         "The High Plains rise from about 1,800 to 7,000 ft.", start=start + minute, **scope),
+                         "The High Plains rise from about 1,800 to 7,000 ft.", start=start + minute,
+                         user=user, collection=collection),
         *docrag_events(f"{prefix}-sub", "Who was Milhouse named after?", ["simpsons.txt#12", "nixon.txt#3"],
                        "Milhouse was named after Richard Nixon (middle name Milhous).",
-                       start=start + 2 * minute + timedelta(seconds=2), **scope),
-        *agent_events(trajectories[1], f"{prefix}-parent", start=start + 2 * minute, subtraces={2: sub}, **scope),
-        *agent_events(trajectories[2], f"{prefix}-open", start=start + 3 * minute, conclude=False, **scope),
+                       start=start + 2 * minute + timedelta(seconds=2), user=user, collection=collection),
+        *agent_events(trajectories[1], f"{prefix}-parent", start=start + 2 * minute, subtraces={2: sub},
+                      user=user, collection=collection),
+        *agent_events(trajectories[2], f"{prefix}-open", start=start + 3 * minute, conclude=False,
+                      user=user, collection=collection),
     ]
