@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterable
+from types import FrameType
 from typing import TextIO
 
 from provstream.read.live import TriplesTail
@@ -21,11 +24,20 @@ def print_steps(messages: Iterable[StepTriples], out: TextIO, *, user: str, coll
     return printed
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def follow(tail: TriplesTail, out: TextIO, *, user: str, collection: str, question: str | None = None,
            width: int = 120) -> int:
-    """Print steps as they arrive until Ctrl-C; the caller closes the tail. Returns 0."""
+    """Print steps as they arrive until Ctrl-C (or SIGTERM); the caller closes the tail. Returns 0."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
         while True:
             print_steps(tail.poll(), out, user=user, collection=collection, question=question, width=width)
     except KeyboardInterrupt:
         return 0
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)

@@ -9,11 +9,12 @@ from datetime import datetime
 from typing import Any
 
 from provstream.read.model import UNKNOWN
-from provstream.read.text import format_time, iso_time, parse_time, truncate
+from provstream.read.text import iso_time, parse_time, truncate
 from provstream.vocab import Mechanism, local_name
 
 _TYPE_OF_LABEL = {local_name(m.question_type): m.label for m in Mechanism}
-HEADERS = ("Session ID", "Type", "Question", "Time", "Steps", "Status")
+HEADERS = ("Session ID", "Type", "Question", "Time (UTC)", "Steps", "Status")
+MIN_QUESTION = 30
 EMPTY = "No traces for user {user!r} in collection {collection!r}."
 
 
@@ -69,7 +70,7 @@ def render_table(rows: Sequence[TraceRow], width: int = 120) -> str:
     cells = [cell for row in rows for cell in _cells(row, "")]
     fixed = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADERS)]
     other = sum(w for i, w in enumerate(fixed) if i != 2) + 3 * (len(HEADERS) - 1)
-    fixed[2] = max(len(HEADERS[2]), min(fixed[2], width - other))
+    fixed[2] = max(min(fixed[2], MIN_QUESTION), min(fixed[2], width - other))
     lines = [_line(HEADERS, fixed), _line(tuple("-" * w for w in fixed), fixed)]
     lines += [_line(tuple(truncate(c, fixed[i]) if i == 2 else c for i, c in enumerate(cell)), fixed)
               for cell in cells]
@@ -78,7 +79,8 @@ def render_table(rows: Sequence[TraceRow], width: int = 120) -> str:
 
 def _cells(row: TraceRow, indent: str) -> list[tuple[str, ...]]:
     steps = "-" if row.steps is None else str(row.steps)
-    own = (indent + row.iri, row.type, row.question, format_time(row.time), steps, row.status)
+    when = row.time.strftime("%Y-%m-%d %H:%M:%S") if row.time else "-"
+    own = (indent + row.iri, row.type, row.question, when, steps, row.status)
     return [own, *(c for sub in row.subtraces for c in _cells(sub, indent + "  └ "))]
 
 

@@ -34,11 +34,14 @@ def test_subtraces_nest_under_their_parent_in_table_and_json() -> None:
     rows = [row_from_record(_record("urn:trustgraph:agent:a1", ["AgentQuestion"], "Why? " * 40, 35, [sub])),
             row_from_record(_record("urn:trustgraph:question:g1", ["GraphRagQuestion"], "Who?", 20))]
     table = render_table(rows, 120).splitlines()
-    assert [c.strip() for c in table[0].split(" | ")] == ["Session ID", "Type", "Question", "Time", "Steps", "Status"]
+    header = [c.strip() for c in table[0].split(" | ")]
+    assert header == ["Session ID", "Type", "Question", "Time (UTC)", "Steps", "Status"]
     assert table[2].startswith("urn:trustgraph:agent:a1") and "…" in table[2]
     assert table[3].startswith("  └ urn:trustgraph:docrag:d1") and "DocRAG" in table[3]
     assert table[4].startswith("urn:trustgraph:question:g1")
     assert all(len(line) <= 120 for line in table)
+    narrow = render_table(rows, 60).splitlines()
+    assert "Why? Why? Why? Why? Why? Why?…" in narrow[2]  # the question keeps a readable width
     data = json.loads(rows_json(rows))
     assert [d["type"] for d in data] == ["Agent", "GraphRAG"]
     assert data[0]["subtraces"][0]["session_id"] == "urn:trustgraph:docrag:d1"
