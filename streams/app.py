@@ -25,11 +25,13 @@ a session's state stays co-partitioned with its events.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.types import EventT, StreamT
@@ -64,10 +66,10 @@ def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> 
     app = faust.App(settings.worker_app_id, **_config(settings, options))
     events = _raw_topic(app, settings.events_topic)
     fold = _Fold(
-        table=app.Table(TABLE, default=None, partitions=settings.partitions, key_type=bytes,
-                        use_partitioner=True),
-        triples=_raw_topic(app, settings.triples_topic),
-        dlq=_raw_topic(app, settings.events_dlq_topic),
+        app=app,
+        table=app.Table(TABLE, default=None, partitions=settings.partitions, key_type=bytes, use_partitioner=True),
+        triples_topic=settings.triples_topic,
+        dlq_topic=settings.events_dlq_topic,
         max_bytes=settings.max_message_bytes,
     )
     agent = fold.per_event if options.batch_size <= 1 else fold.batched(options.batch_size, options.batch_within)
@@ -103,11 +105,18 @@ def _config(settings: Settings, options: WorkerOptions) -> dict[str, Any]:
 
 @dataclass
 class _Fold:
-    """The agent bodies: read the batch, fold it, write state, triples and dead letters."""
+    """The agent bodies: read the batch, fold it, write state, triples and dead letters.
 
+    Triples and dead letters go straight to the producer. Faust flushes the
+    producer before it commits offsets; a record that Kafka finally refused
+    (after the producer's own retries) ends the process before any later
+    commit, so its event is folded again on restart: nothing is skipped.
+    """
+
+    app: faust.App
     table: Any
-    triples: Any
-    dlq: Any
+    triples_topic: str
+    dlq_topic: str
     max_bytes: int
 
     async def per_event(self, stream: StreamT) -> None:
@@ -123,26 +132,31 @@ class _Fold:
         return agent
 
     async def handle(self, batch: Sequence[EventT]) -> None:
-        messages = [Message(e.message.key, e.message.value) for e in batch]
-        result = fold_batch(messages, self._lookup, self.max_bytes)
+        result = fold_batch([Message(e.message.key, e.message.value) for e in batch], self._lookup, self.max_bytes)
         for session_id, state in result.changed.items():
             self.table[session_id.encode()] = state.to_dict()
         for event, outcome in zip(batch, result.outcomes, strict=True):
-            if isinstance(outcome, Accepted):
-                key = outcome.session_id.encode()
-                await self.triples.send(key=key, value=outcome.triples, force=True)
-            else:
-                await self._dead_letter(event, outcome)
+            delivery = await self._send(event.message, outcome)
+            cast(asyncio.Future[Any], delivery).add_done_callback(_delivered)
+
+    async def _send(self, m: Any, outcome: Accepted | Rejected) -> Awaitable[Any]:
+        if isinstance(outcome, Accepted):
+            key = outcome.session_id.encode()
+            return await self.app.producer.send(self.triples_topic, key, outcome.triples, None, None, None)
+        level = logging.ERROR if outcome.internal else logging.WARNING
+        log.log(level, "dead letter %s/%d@%d: %s", m.topic, m.partition, m.offset, outcome.reason)
+        headers = dead_letter_headers(m, outcome.reason)
+        return await self.app.producer.send(self.dlq_topic, m.key, m.value, None, None, headers)
 
     def _lookup(self, session_id: str) -> FoldState | None:
         data = self.table.get(session_id.encode())
         return None if data is None else FoldState.from_dict(data)
 
-    async def _dead_letter(self, event: EventT, outcome: Rejected) -> None:
-        m = event.message
-        level = logging.ERROR if outcome.internal else logging.WARNING
-        log.log(level, "dead letter %s/%d@%d: %s", m.topic, m.partition, m.offset, outcome.reason)
-        await self.dlq.send(key=m.key, value=m.value, headers=dead_letter_headers(m, outcome.reason), force=True)
+
+def _delivered(delivery: asyncio.Future[Any]) -> None:
+    if not delivery.cancelled() and delivery.exception() is not None:
+        log.critical("cannot deliver to Kafka (%s); exiting before the next commit", delivery.exception())
+        os._exit(75)  # at-least-once: the uncommitted events are folded again on restart
 
 
 def dead_letter_headers(message: Any, reason: str) -> list[tuple[str, bytes]]:

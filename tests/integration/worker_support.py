@@ -46,7 +46,7 @@ class WorkerProcess:
             if line.startswith(READY):
                 self.ready.set()
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         while not self.ready.wait(0.2):
             if self.proc.poll() is not None or time.monotonic() > deadline:
