@@ -28,8 +28,8 @@ def dumps(trace: Trace) -> str:
 
 def _question(question: Question, done: Completeness) -> dict[str, Any]:
     return {
-        "iri": question.iri,
-        "session_id": question.session_id,
+        "session_id": question.iri,
+        "session": question.session_id,
         "type": question.mechanism.label,
         "question": question.query,
         "time": iso_time(question.started),
