@@ -1,0 +1,41 @@
+"""The demo end to end on the real stack: the sessions it emits are folded by
+the worker, written by the sink, and all reach Neo4j complete; the agent run's
+search step is linked to its DocRAG sub-trace in the graph."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sink_support import cypher, sink_process
+from worker_support import running_worker
+
+from provstream.connectors.emitter import Emitter
+from provstream.demo import run_demo, wait_for_sessions
+from provstream.settings import Settings
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+pytestmark = pytest.mark.integration
+
+SUBTRACE_LINK = """
+MATCH (a:Analysis)-[:wasDerivedFrom]->(:Synthesis)-[:wasDerivedFrom]->(:Exploration)
+      -[:wasGeneratedBy]->(q:DocRagQuestion)
+WHERE a.user = $user AND a.collection = $collection
+RETURN a.iri AS analysis, q.iri AS question
+"""
+
+
+def test_every_demo_session_reaches_neo4j_complete(isolated: Settings, tmp_path: Path) -> None:
+    lines: list[str] = []
+    with running_worker(replace(isolated, stack_dir=tmp_path)), sink_process(isolated):
+        with Emitter(isolated) as emitter:
+            uris = run_demo(emitter, isolated, data_dir=SHARED, delay=0, out=lines.append)
+            emitter.flush()
+        progress: list[str] = []
+        wait_for_sessions(isolated, uris, timeout=180, out=progress.append)
+    assert len(uris) == 27 and progress[-1] == "Neo4j: 27/27 sessions complete"
+    agent_run, subtrace = uris[-2], uris[-1]
+    with cypher(isolated) as run:
+        links = run(SUBTRACE_LINK, user=isolated.user, collection=isolated.collection)
+    assert links == [{"analysis": f"{agent_run}/i1", "question": subtrace}]
