@@ -49,9 +49,9 @@ class ProgressLine:
         self._last = 0.0
         self._drawn = False
 
-    def __call__(self, stats: ReplayStats) -> None:
+    def __call__(self, stats: ReplayStats, final: bool = False) -> None:
         now = time.monotonic()
-        if now - self._last < PROGRESS_EVERY:
+        if now - self._last < PROGRESS_EVERY and not final:
             return
         self._last = now
         pct = 100.0 * stats.events / stats.total if stats.total else 100.0
@@ -70,6 +70,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     line = ProgressLine()
     try:
         stats = replay(settings, start_of(args), reset=Reset() if args.reset_graph else None, progress=line)
+        line(stats, final=True)
     finally:
         line.done()
     if args.reset_graph:

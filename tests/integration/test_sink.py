@@ -1,0 +1,174 @@
+"""The sink on the real Kafka and Neo4j: ``provstream sink`` as a child process.
+
+Triples messages are made with the pure fold from the bundled trajectories and
+produced straight to this test's own triples topic (no worker needed).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from rdflib.compare import isomorphic
+from sink_support import (
+    committed_total,
+    cypher,
+    fold_all,
+    interleave,
+    produce,
+    produce_triples,
+    read_topic,
+    sessions,
+    sink_process,
+    triples_of,
+    wait_until,
+)
+
+from provstream import vocab as v
+from provstream import wire
+from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.rdf import to_graph
+from provstream.settings import Settings
+from provstream.triples import Iri, QuotedTriple, StepTriples, Triple
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _drain(settings: Settings, proc: subprocess.Popen[str], total: int, timeout: float = 90) -> None:
+    """Wait until the sink committed ``total`` records, then stop it with SIGTERM (exit 0)."""
+    wait_until(lambda: committed_total(settings)[0] >= total, timeout, f"the sink to commit {total} records")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+
+
+def _expected_counts(messages: list[StepTriples]) -> tuple[int, Counter[str]]:
+    """(distinct subject nodes, relationships per type) the messages must give, each exactly once."""
+    triples = triples_of(messages)
+    rels = Counter(t.p.value.rsplit("#", 1)[-1].rsplit("/", 1)[-1] for t in triples
+                   if isinstance(t.o, Iri) and t.p.value != v.RDF_TYPE)
+    return len({t.s.value for t in triples}), rels
+
+
+def _stored_counts(settings: Settings) -> tuple[int, Counter[str]]:
+    with cypher(settings) as run:
+        nodes = run("MATCH (n:Resource) WHERE n.collection = $c RETURN count(n) AS n", c=settings.collection)
+        rels = run("MATCH (n:Resource)-[r]->() WHERE n.collection = $c RETURN type(r) AS t, count(r) AS n",
+                   c=settings.collection)
+    return nodes[0]["n"], Counter({r["t"]: r["n"] for r in rels})
+
+
+def _cleanup(settings: Settings) -> None:
+    with Neo4jStore(settings) as store:
+        store.reset_graph(user=settings.user, collection=settings.collection)
+
+
+def test_bundled_trajectories_land_in_neo4j_with_a_queryable_chain(isolated: Settings, unique: str) -> None:
+    per_session = sessions(isolated, f"sink-{unique}")
+    messages = fold_all(interleave(per_session))
+    produce_triples(isolated, messages)
+    try:
+        with sink_process(isolated) as proc:
+            _drain(isolated, proc, len(messages))
+        with Neo4jStore(isolated) as store:
+            scope = store.scope_triples(user=isolated.user, collection=isolated.collection)
+            assert isomorphic(to_graph(scope), to_graph(triples_of(messages)))
+            for events in per_session:
+                sid = events[0].session_id
+                trace = store.trace_triples(v.question_iri(v.Mechanism.AGENT, sid), user=isolated.user,
+                                            collection=isolated.collection)
+                assert trace == triples_of(m for m in messages if m.session_id == sid)
+        with cypher(isolated) as run:
+            paths = run("MATCH p = (c:Conclusion)-[:wasDerivedFrom*]->(q:Question) "
+                        "WHERE c.collection = $c RETURN c.session AS s, length(p) AS n", c=isolated.collection)
+            questions = run("MATCH (q:Question:AgentQuestion) WHERE q.collection = $c "
+                            "RETURN q.status AS status, q.steps AS steps, q.expectedSteps AS expected",
+                            c=isolated.collection)
+        iterations = {e[0].session_id: len(e) - 2 for e in per_session}
+        assert {r["s"]: r["n"] for r in paths} == {sid: n + 1 for sid, n in iterations.items()}
+        assert len(questions) == len(per_session)
+        assert all(q["status"] == "complete" and q["steps"] == q["expected"] for q in questions)
+    finally:
+        _cleanup(isolated)
+
+
+def test_sigkill_mid_stream_and_restart_leaves_every_step_exactly_once(isolated: Settings, unique: str) -> None:
+    messages = fold_all(interleave(sessions(isolated, f"kill-{unique}", copies=20)))
+    produce_triples(isolated, messages)
+    try:
+        with sink_process(isolated, PROVSTREAM_SINK_BATCH_SIZE="20") as proc:
+            wait_until(lambda: committed_total(isolated)[0] > 0, 60, "a first commit")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        at_kill, total = committed_total(isolated)
+        assert 0 < at_kill < total, "the kill must land mid-stream"
+        with sink_process(isolated) as proc:
+            _drain(isolated, proc, total)
+        assert _stored_counts(isolated) == _expected_counts(messages)
+        with Neo4jStore(isolated) as store:
+            assert store.scope_triples(user=isolated.user, collection=isolated.collection) == triples_of(messages)
+    finally:
+        _cleanup(isolated)
+
+
+def _poison(template: StepTriples) -> StepTriples:
+    """A well-formed message the model cannot hold (a quoted triple under a predicate other than tg:edge)."""
+    s = Iri(template.question)
+    bad = Triple(s, Iri("http://example.org/quotes"), QuotedTriple(s, Iri(v.TG_QUERY), Iri("urn:x")))
+    return StepTriples(template.event_id + "-poison", template.session_id, template.mechanism, template.seq,
+                       template.user, template.collection, template.question, (bad,), template.status)
+
+
+def test_garbage_and_rejected_records_are_dead_lettered_and_later_records_land(
+        isolated: Settings, unique: str) -> None:
+    per_session = sessions(isolated, f"dlq-{unique}")
+    before = fold_all(e for s in per_session[:3] for e in s)
+    after = fold_all(e for s in per_session[3:6] for e in s)
+    poison = _poison(before[0])
+    records = [(m.session_id, wire.encode_triples(m), None) for m in before]
+    records += [("junk", b"\x00 not avro", None), (poison.session_id, wire.encode_triples(poison), None)]
+    records += [(m.session_id, wire.encode_triples(m), None) for m in after]
+    produce(isolated, isolated.triples_topic, records)
+    try:
+        with sink_process(isolated, PROVSTREAM_SINK_BATCH_SIZE="500") as proc:
+            _drain(isolated, proc, len(records))
+        dead = read_topic(isolated, isolated.triples_dlq_topic, expected=2)
+        assert sorted(r.value for r in dead) == sorted([b"\x00 not avro", wire.encode_triples(poison)])
+        source = {(r.partition, r.offset): r.value for r in read_topic(isolated, isolated.triples_topic, len(records))}
+        for r in dead:
+            headers = {k: h.decode() for k, h in r.headers}
+            assert headers["provstream.source.topic"] == isolated.triples_topic
+            position = (int(headers["provstream.source.partition"]), int(headers["provstream.source.offset"]))
+            assert source[position] == r.value
+            reason = headers["provstream.error"]
+            assert ("undecodable" in reason) if r.key == b"junk" else ("only tg:edge" in reason)
+        with Neo4jStore(isolated) as store:
+            stored = store.scope_triples(user=isolated.user, collection=isolated.collection)
+        assert stored == triples_of(before + after)
+    finally:
+        _cleanup(isolated)
+
+
+@pytest.mark.faults
+def test_neo4j_restart_mid_stream_loses_nothing(isolated: Settings, unique: str) -> None:
+    """Stops the shared Neo4j: run only in the fault suite (make faults)."""
+    messages = fold_all(interleave(sessions(isolated, f"restart-{unique}", copies=20)))
+    produce_triples(isolated, messages)
+    neo4j = ["bash", str(REPO / "deploy" / "neo4j.sh")]
+    try:
+        with sink_process(isolated, PROVSTREAM_SINK_BATCH_SIZE="20") as proc:
+            wait_until(lambda: committed_total(isolated)[0] > 0, 60, "a first commit")
+            subprocess.run([*neo4j, "down"], check=True, capture_output=True)
+            at_stop, total = committed_total(isolated)
+            assert at_stop < total, "Neo4j must go down mid-stream"
+            subprocess.run([*neo4j, "up"], check=True, capture_output=True)
+            _drain(isolated, proc, total, timeout=180)
+        assert _stored_counts(isolated) == _expected_counts(messages)
+        with Neo4jStore(isolated) as store:
+            assert store.scope_triples(user=isolated.user, collection=isolated.collection) == triples_of(messages)
+    finally:
+        subprocess.run([*neo4j, "up"], check=False, capture_output=True)
+        _cleanup(isolated)
