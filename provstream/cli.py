@@ -37,7 +37,7 @@ def run(func_args: argparse.Namespace) -> int:
     try:
         return int(func_args.func(func_args, Settings.from_env()) or 0)
     except ProvstreamError as exc:
-        print(f"provstream: {exc}", file=sys.stderr)
+        print("provstream: " + " ".join(str(exc).split()), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -33,14 +33,24 @@ def _reachable(host_port: str) -> bool:
         return False
 
 
+def _require(name: str, addr: str) -> None:
+    if not _reachable(addr):
+        pytest.fail(f"{name} is not reachable at {addr}: run `make up` (make test does it for you)")
+
+
 @pytest.fixture(scope="session")
-def stack(base_settings: Settings) -> Settings:
-    """The running stack; fails (never skips) when it is not up."""
-    bolt = urlparse(base_settings.neo4j_uri)
-    for name, addr in (("Kafka", base_settings.kafka_bootstrap), ("Neo4j", f"{bolt.hostname}:{bolt.port}")):
-        if not _reachable(addr):
-            pytest.fail(f"{name} is not reachable at {addr}: run `make up` (make test does it for you)")
+def kafka_stack(base_settings: Settings) -> Settings:
+    """The running Kafka (for tests that need no Neo4j); fails, never skips, when it is down."""
+    _require("Kafka", base_settings.kafka_bootstrap)
     return base_settings
+
+
+@pytest.fixture(scope="session")
+def stack(kafka_stack: Settings) -> Settings:
+    """The running Kafka and Neo4j; fails (never skips) when either is down."""
+    bolt = urlparse(kafka_stack.neo4j_uri)
+    _require("Neo4j", f"{bolt.hostname}:{bolt.port}")
+    return kafka_stack
 
 
 @pytest.fixture
