@@ -57,7 +57,10 @@ def run(settings: Settings, options: WorkerOptions | None = None, loglevel: str 
     """Run the worker until it is told to stop; the process exit code."""
     prepare(settings)
     options = options or WorkerOptions()
-    datadir(settings, options).mkdir(parents=True, exist_ok=True)
+    try:
+        datadir(settings, options).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the worker's data directory: {exc}") from exc
     app = create_app(settings, options)
     _announce_ready(app, settings, say)
     worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False, stdout=sys.stdout)

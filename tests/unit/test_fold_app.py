@@ -1,0 +1,56 @@
+"""The Faust wiring, checked without a broker (building the app does no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from provstream.commands import worker as worker_cmd
+from provstream.settings import Settings
+from provstream.streams.app import ERROR_HEADER, SOURCE_HEADERS, TABLE, WorkerOptions, create_app, dead_letter_headers
+
+
+def test_the_app_is_built_from_settings_only(tmp_path: Path) -> None:
+    s = replace(Settings(), kafka_bootstrap="h1:9092,h2:9093", worker_app_id="fold-x", partitions=3,
+                events_topic="ev", triples_topic="tr", events_dlq_topic="dlq", stack_dir=tmp_path)
+    app = create_app(s, WorkerOptions(batch_size=10))
+    conf = app.conf
+    assert [str(u) for u in conf.broker] == ["kafka://h1:9092", "kafka://h2:9093"]
+    assert conf.id == "fold-x" and str(conf.store) == "memory:"
+    assert Path(conf.datadir) == tmp_path / "faust" / "fold-x"
+    assert conf.topic_partitions == 3 and conf.topic_replication_factor == 1
+    assert conf.processing_guarantee.value == "at_least_once" and not conf.web_enabled
+    table = app.tables[TABLE]
+    assert table.use_partitioner and table.partitions == 3
+    assert table.changelog_topic.get_topic_name() == "fold-x-sessions-changelog"
+    [agent] = app.agents.values()
+    assert {t for t in agent.channel.topics} == {"ev"}
+
+
+def test_no_data_dir_in_the_working_directory(tmp_path: Path) -> None:
+    app = create_app(replace(Settings(), stack_dir=tmp_path), WorkerOptions(datadir=tmp_path / "d"))
+    assert Path(app.conf.datadir) == tmp_path / "d"
+
+
+@dataclass
+class _Msg:
+    topic: str = "ev"
+    partition: int = 2
+    offset: int = 41
+    headers: object = None
+
+
+def test_dead_letter_headers_keep_the_original_ones_and_add_the_reason() -> None:
+    headers = dead_letter_headers(_Msg(headers=[("trace", b"1")]), "DecodeError: wrong magic")
+    assert headers == [("trace", b"1"), (ERROR_HEADER, b"DecodeError: wrong magic"),
+                       (SOURCE_HEADERS[0], b"ev"), (SOURCE_HEADERS[1], b"2"), (SOURCE_HEADERS[2], b"41")]
+    assert dead_letter_headers(_Msg(headers={"a": b"b"}), "x")[0] == ("a", b"b")
+
+
+def test_worker_command_options() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    worker_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["worker", "--batch-size", "1", "--batch-ms", "20"])
+    assert (args.batch_size, args.batch_ms, args.log_level, args.func) == (1, 20, "WARNING", worker_cmd.run)
