@@ -23,6 +23,7 @@ from worker_support import (
 
 from provstream import events as ev
 from provstream import wire
+from provstream.connectors.emitter import Emitter
 from provstream.rdf import to_graph
 from provstream.settings import Settings
 from provstream.streams import trajectories
@@ -85,11 +86,29 @@ def union(messages: list[StepTriples]) -> set[Triple]:
     return {t for m in messages for t in m.triples}
 
 
-def test_bundled_trajectories_give_exactly_the_expected_triples(settings: Settings, unique: str) -> None:
-    sessions = bundled_sessions(settings, f"w{unique}")
-    expected = offline(sessions)
+def emit_bundled(s: Settings) -> int:
+    """The 12 bundled trajectories through the emitter, as an agent would record them; the event count."""
+    records = trajectories.load(TRAJECTORIES)
+    assert len(records) == 12
+    with Emitter(s) as emitter:
+        for r in records:
+            session = emitter.agent(r["question"])
+            for step in r["steps"]:
+                session.iteration(step["thought"], step["action"], step["arguments"], step["observation"])
+            session.conclude(r["answer"])
+        emitter.flush(30)
+    return sum(len(r["steps"]) + 2 for r in records)
+
+
+def test_bundled_trajectories_give_exactly_the_expected_triples(settings: Settings) -> None:
+    count = emit_bundled(settings)
+    events = [wire.decode_event(r.value) for r in read_topic(settings, settings.events_topic, count)]  # type: ignore[attr-defined]
+    by_session: dict[str, list[ev.Event]] = {}
+    for e in sorted(events, key=lambda e: e.seq):
+        by_session.setdefault(e.session_id, []).append(e)
+    expected = offline(list(by_session.values()))
+    assert len(by_session) == 12 and len(expected) == count
     with running_worker(settings, log=settings.stack_dir / "worker.log") as worker:
-        send_events(settings, (e for s in sessions for e in s))
         got = triples_covering(settings, set(expected))
         assert worker.stop() == 0, "SIGTERM must shut the worker down cleanly"
     assert {m.event_id for m in got} == set(expected)
