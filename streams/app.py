@@ -137,6 +137,23 @@ class _Fold:
         return agent
 
     async def handle(self, batch: Sequence[EventT]) -> None:
+        """Fold and publish ``batch``; any failure here ends the process.
+
+        Faust acks a batch's events even when its handler fails or is
+        cancelled, and would then commit their offsets; exiting at once
+        instead leaves them uncommitted, to be folded again on restart.
+        """
+        try:
+            await self._handle(batch)
+        except asyncio.CancelledError:  # only a send waiting on a full producer buffer can be interrupted
+            log.critical("stopped while publishing a batch; exiting before its offsets are committed")
+            os._exit(75)
+        except Exception as exc:
+            log.critical("cannot publish a batch (%s: %s); exiting before its offsets are committed",
+                         type(exc).__name__, exc)
+            os._exit(75)
+
+    async def _handle(self, batch: Sequence[EventT]) -> None:
         result = fold_batch([Message(e.message.key, e.message.value) for e in batch], self._lookup, self.max_bytes)
         for session_id, state in result.changed.items():
             self.table[session_id.encode()] = state.to_dict()
