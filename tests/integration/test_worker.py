@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from dataclasses import replace
@@ -36,14 +35,9 @@ T0 = datetime(2025, 3, 1, 12, tzinfo=UTC)
 
 
 @pytest.fixture(scope="session")
-def stack(base_settings: Settings) -> Settings:
-    """The worker needs Kafka only (overrides the conftest fixture that also wants Neo4j)."""
-    host, _, port = base_settings.kafka_bootstrap.split(",")[0].rpartition(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=2).close()
-    except OSError:
-        pytest.fail(f"Kafka is not reachable at {base_settings.kafka_bootstrap}: run `make up`")
-    return base_settings
+def stack(kafka_stack: Settings) -> Settings:
+    """The worker needs Kafka only: the shared ``isolated`` fixture, without Neo4j."""
+    return kafka_stack
 
 
 @pytest.fixture
