@@ -29,7 +29,7 @@ ON CREATE SET n.graph = row.graph
 MERGE_NODES: Final[LiteralString] = """
 UNWIND $rows AS row
 MERGE (n:Resource {iri: row.iri})
-SET n += row.props
+SET n += row.props, n.startedAtTime = coalesce(datetime(row.startedAtTime), n.startedAtTime)
 WITH n, row,
      [t IN row.types WHERE NOT t IN coalesce(n.types, [])] AS newTypes,
      [c IN row.chunks WHERE NOT c IN coalesce(n.selectedChunk, [])] AS newChunks,

@@ -57,7 +57,7 @@ def parse_datetime(lexical: str) -> datetime | None:
     if not _CANONICAL_DATETIME.match(lexical):
         return None
     try:
-        return datetime.strptime(lexical, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        return datetime.fromisoformat(lexical).astimezone(UTC)
     except ValueError:
         return None
 

@@ -57,9 +57,13 @@ class _Node:
     def row(self) -> Row:
         types = list(self.types)
         props = {**self.scope, **self.props, **_edge_props(self.edge)}
+        # Datetimes travel as their canonical text and become DATETIME in Cypher: the driver's
+        # own conversion of Python datetimes costs more than the rest of the row together.
+        datetimes = {name: props.pop(name, None) for name in m.DATETIME_PROPS.values()}
         return {
             "iri": self.iri, "labels": sorted({m.LABELS[t] for t in types if t in m.LABELS}),
             "types": types, "props": props, "chunks": list(self.chunks), "extra": list(self.extra),
+            **datetimes,
         }
 
 
@@ -150,7 +154,7 @@ def _typed_value(p: str, o: Literal) -> tuple[str, Any] | None:
         return None if number is None else (m.INTEGER_PROPS[p], number)
     if p in m.DATETIME_PROPS and o.datatype == v.XSD_DATETIME and o.language is None:
         moment = m.parse_datetime(o.value)
-        return None if moment is None else (m.DATETIME_PROPS[p], moment)
+        return None if moment is None else (m.DATETIME_PROPS[p], o.value)
     return None
 
 

@@ -18,7 +18,10 @@ stays in its consumer group meanwhile. Dead-letter records keep the original
 key and value and carry the headers ``provstream.error`` (the reason) and
 ``provstream.source.topic`` / ``.partition`` / ``.offset``.
 
-The sink scales out by partitions: run several with the same ``sink_group``.
+Writing batch *n* overlaps with polling and decoding batch *n + 1* (a writer
+thread); offsets are still committed batch by batch, in order, each after its
+write. The sink scales out by partitions: run several with the same
+``sink_group``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -131,7 +136,7 @@ def dlq_headers(record: Record, reason: str) -> list[tuple[str, bytes]]:
 # -- the sink --------------------------------------------------------------------
 
 class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Drops pending records of partitions this sink no longer owns (they stay uncommitted)."""
+    """Drops pending records and pending commits of partitions this sink no longer owns."""
 
     def __init__(self, sink: Sink) -> None:
         self._sink = sink
@@ -139,13 +144,22 @@ class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
     def on_partitions_revoked(self, revoked: Any) -> None:
         gone = set(revoked)
         self._sink.pending = [r for r in self._sink.pending if TopicPartition(r.topic, r.partition) not in gone]
+        for tp in gone:
+            self._sink.forget_commit(tp)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         pass
 
 
 class Sink:
-    """One sink instance; :meth:`run` returns when ``stop`` is set."""
+    """One sink instance; :meth:`run` returns when ``stop`` is set.
+
+    Two stages overlap: while a writer thread writes batch *n* into Neo4j, the
+    consumer thread polls and decodes batch *n + 1*. Only the consumer thread
+    touches the consumer (kafka-python's consumer is not thread-safe): it
+    commits batch *n* once the writer reports it written, and keeps the group
+    membership alive (partitions paused) while a write is retrying.
+    """
 
     def __init__(self, settings: Settings, store: Neo4jStore, consumer: KafkaConsumer, producer: KafkaProducer,
                  stop: threading.Event) -> None:
@@ -153,21 +167,36 @@ class Sink:
         self.stop = stop
         self.pending: list[Record] = []
         self.stats = SinkStats()
+        self._to_commit: dict[TopicPartition, int] = {}
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-sink-writer")
 
     def run(self) -> SinkStats:
         self.consumer.subscribe([self.settings.triples_topic], listener=_Revocations(self))
+        inflight: tuple[list[Record], Future[None]] | None = None
         try:
             while not self.stop.is_set():
                 self._fill()
                 if self.pending:
-                    batch, self.pending = self.pending, []
-                    self._process(batch)
+                    records, self.pending = self.pending, []
+                    good, bad = decode_records(records)
+                    if inflight is not None:
+                        self._settle(*inflight)
+                    inflight = (records, self._writer.submit(self._retrying, good, bad))
+                elif inflight is not None and inflight[1].done():
+                    self._settle(*inflight)
+                    inflight = None
+                elif self._to_commit:
+                    self._commit([])
+            if inflight is not None:
+                self._settle(*inflight)
         except _Stopped:
             log.info("stopping with an unwritten batch; it stays uncommitted and will be redelivered")
+        finally:
+            self._writer.shutdown(wait=True)
         return self.stats
 
     def _fill(self) -> None:
-        """Poll until a full batch, ``sink_batch_ms`` after the first record, or stop."""
+        """Poll until a full batch, ``sink_batch_ms`` after the first record, stop, or an idle poll."""
         size, deadline = self.settings.sink_batch_size, None
         while not self.stop.is_set() and len(self.pending) < size:
             now = time.monotonic()
@@ -177,15 +206,46 @@ class Sink:
             polled = self.consumer.poll(timeout_ms=timeout, max_records=size - len(self.pending))
             for records in polled.values():
                 self.pending.extend(records)
-            if self.pending and deadline is None:
+            if not self.pending:
+                return  # idle: let the caller settle the batch in flight
+            if deadline is None:
                 deadline = time.monotonic() + self.settings.sink_batch_ms / 1000
 
-    def _process(self, records: list[Record]) -> None:
-        good, bad = decode_records(records)
-        self._retrying(lambda: self._write_and_dead_letter(good, bad))
+    def _settle(self, records: list[Record], written: Future[None]) -> None:
+        """Wait for a batch's write (keeping the group membership alive), then commit its offsets."""
+        while True:
+            try:
+                written.result(timeout=1.0)  # re-raises _Stopped if stopped while retrying
+                break
+            except FutureTimeout:
+                self._keep_alive()
         self._commit(records)
         self.stats.batches += 1
         self.stats.messages += len(records)
+
+    def _keep_alive(self) -> None:
+        """Poll with every partition paused, so a long Neo4j outage does not cost the group membership."""
+        assigned = self.consumer.assignment()
+        self.consumer.pause(*assigned)
+        try:
+            for records in self.consumer.poll(timeout_ms=0).values():
+                self.pending.extend(records)  # partitions assigned meanwhile: kept for the next batch
+        finally:
+            self.consumer.resume(*assigned)
+
+    # -- writer thread ---------------------------------------------------------------
+
+    def _retrying(self, good: list[tuple[Record, StepTriples]], bad: list[Failure]) -> None:
+        attempt = 0
+        while True:
+            try:
+                return self._write_and_dead_letter(good, bad)
+            except (StoreUnavailable, DeliveryFailed) as exc:
+                delay = backoff(attempt)
+                log.warning("%s; retrying in %.1f s (offsets not committed)", exc, delay)
+                if self.stop.wait(delay):
+                    raise _Stopped() from exc
+                attempt += 1
 
     def _write_and_dead_letter(self, good: list[tuple[Record, StepTriples]], bad: list[Failure]) -> None:
         rejected = isolate_rejects(self._write, good)
@@ -214,39 +274,27 @@ class Sink:
             log.warning("dead-lettered %s[%s]@%s: %s", record.topic, record.partition, record.offset, reason)
         self.stats.dead_lettered += len(failures)
 
-    def _retrying(self, action: Callable[[], None]) -> None:
-        attempt = 0
-        while True:
-            try:
-                return action()
-            except (StoreUnavailable, DeliveryFailed) as exc:
-                delay = backoff(attempt)
-                log.warning("%s; retrying in %.1f s (offsets not committed)", exc, delay)
-                self._wait(delay)
-                attempt += 1
+    # -- consumer thread ---------------------------------------------------------------
 
-    def _wait(self, seconds: float) -> None:
-        """Back off with partitions paused, polling so the group keeps this member."""
-        assigned = self.consumer.assignment()
-        self.consumer.pause(*assigned)
-        try:
-            if self.stop.wait(seconds):
-                raise _Stopped()
-            for records in self.consumer.poll(timeout_ms=0).values():
-                self.pending.extend(records)  # partitions assigned during the wait: kept for the next batch
-        finally:
-            self.consumer.resume(*assigned)
+    def forget_commit(self, tp: TopicPartition) -> None:
+        self._to_commit.pop(tp, None)
 
     def _commit(self, records: list[Record]) -> None:
+        """Commit the offsets after ``records`` (plus any earlier commit that failed) for owned partitions."""
+        for tp, offset in next_offsets(records).items():
+            self._to_commit[tp] = max(offset, self._to_commit.get(tp, 0))
         owned = self.consumer.assignment()
-        offsets = {tp: OffsetAndMetadata(o, "", -1) for tp, o in next_offsets(records).items() if tp in owned}
+        offsets = {tp: OffsetAndMetadata(o, "", -1) for tp, o in self._to_commit.items() if tp in owned}
         if not offsets:
+            self._to_commit.clear()
             return
         try:
             self.consumer.commit(offsets)
+            self._to_commit.clear()
         except (CommitFailedError, KafkaError) as exc:
-            # Written but not committed: redelivered later, which MERGE makes harmless.
-            log.warning("offset commit failed (%s); the batch may be redelivered", exc)
+            # Written but not committed yet: tried again with the next commit; until then a restart
+            # redelivers these records, which MERGE makes harmless.
+            log.warning("offset commit failed (%s); retrying with the next commit", exc)
 
 
 # -- wiring ----------------------------------------------------------------------
@@ -255,6 +303,8 @@ def open_consumer(settings: Settings) -> KafkaConsumer:
     return KafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap, group_id=settings.sink_group, client_id="provstream-sink",
         enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=settings.sink_batch_size,
+        # A sink that died (SIGKILL) holds its partitions until its session times out: keep that short.
+        session_timeout_ms=10_000, heartbeat_interval_ms=2_000,
     )
 
 

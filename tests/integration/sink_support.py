@@ -152,6 +152,10 @@ def sink_process(settings: Settings, timeout: float = 60, **extra_env: str) -> I
                 err.seek(0)
                 raise AssertionError(f"sink not ready after {timeout} s: {line!r} {err.read()[-2000:]}")
             yield proc
+        except BaseException:
+            err.seek(0)
+            print(f"--- sink stderr ---\n{err.read()[-5000:]}")  # shown by pytest with the failure
+            raise
         finally:
             if proc.poll() is None:
                 proc.kill()

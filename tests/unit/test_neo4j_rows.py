@@ -94,6 +94,8 @@ def _apply(store: Store, rows: Rows) -> None:
     for n in rows.nodes:
         node = nodes.setdefault(n["iri"], {"iri": n["iri"]})
         node.update(n["props"])
+        if n["startedAtTime"] is not None:
+            node["startedAtTime"] = model.parse_datetime(n["startedAtTime"])  # Cypher's datetime()
         _union(node, "types", n["types"])
         _union(node, "selectedChunk", n["chunks"])
         _union(node, "extraLiterals", n["extra"])
@@ -161,7 +163,7 @@ def test_nodes_get_allow_listed_labels_types_scope_and_typed_properties() -> Non
     assert question["labels"] == ["Activity", "AgentQuestion", "Question"]
     assert set(question["types"]) == {v.PROV_ACTIVITY, v.TG_QUESTION, v.TG_AGENT_QUESTION}
     props = question["props"]
-    assert props["startedAtTime"] == T0
+    assert question["startedAtTime"] == "2025-03-01T12:00:00.123456Z" and "startedAtTime" not in props
     assert {k: props[k] for k in model.SCOPE_PROPS} == {
         "graph": v.GRAPH, "user": "trustgraph", "collection": "default", "session": "s9", "mechanism": "AGENT"}
     second = nodes[v.analysis_iri("s9", 2)]["props"]
