@@ -34,7 +34,7 @@ from provstream import events as ev
 from provstream import vocab as v
 from provstream.errors import EmitError, EncodeError, InvalidEvent, InvalidStep, StepTooLarge
 from provstream.settings import Settings
-from provstream.streams.fold import validate
+from provstream.streams.fold import MAX_ITERATIONS, validate
 from provstream.wire import encode_event
 
 from .transport import KafkaTransport, Transport
@@ -187,6 +187,9 @@ class AgentSession(_Session):
         """Record one think/act/observe cycle; return its Analysis IRI."""
         with self._lock:
             n = self._iterations + 1
+            if n > MAX_ITERATIONS:
+                raise InvalidStep(f"session {self.session_id!r} already has {MAX_ITERATIONS} iterations, the most "
+                                  "allowed")
             self._emit(ev.AgentIteration(
                 iteration=n, thought=_text("thought", thought), action=_text("action", action),
                 arguments=arguments_json(arguments), observation=_text("observation", observation),

@@ -31,6 +31,10 @@ from provstream.triples import (
     Triple,
 )
 
+# The largest iteration number (and announced iteration count) a session may have. A conclusion's
+# status lists every missing iteration, so an unbounded count (2**63 - 1 fits the schema) would make
+# one event fold for ever and exhaust memory; agents never come near this.
+MAX_ITERATIONS = 10_000
 _IRI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>\"{}|\\^`]+$")
 _STEP_KEYS: dict[type, str] = {
     ev.AgentQuestion: "question", ev.AgentConclusion: "final",
@@ -143,8 +147,8 @@ validate = _validate
 def _validate_payload(p: ev.Payload) -> None:
     if isinstance(p, ev.AgentIteration):
         _validate_iteration(p)
-    elif isinstance(p, ev.AgentConclusion) and p.iterations < 0:
-        raise InvalidEvent(f"conclusion names {p.iterations} iterations")
+    elif isinstance(p, ev.AgentConclusion) and not 0 <= p.iterations <= MAX_ITERATIONS:
+        raise InvalidEvent(f"conclusion names {p.iterations} iterations (0..{MAX_ITERATIONS} allowed)")
     elif isinstance(p, ev.GraphRagExploration) and p.edge_count < 0:
         raise InvalidEvent(f"negative edge count {p.edge_count}")
     elif isinstance(p, ev.DocRagExploration) and p.chunk_count < 0:
@@ -157,8 +161,8 @@ def _validate_payload(p: ev.Payload) -> None:
 
 
 def _validate_iteration(p: ev.AgentIteration) -> None:
-    if p.iteration < 1:
-        raise InvalidEvent(f"iteration {p.iteration}: iterations count from 1")
+    if not 1 <= p.iteration <= MAX_ITERATIONS:
+        raise InvalidEvent(f"iteration {p.iteration}: iterations count from 1 to {MAX_ITERATIONS}")
     bad = [u for u in p.used if not 1 <= u < p.iteration]
     if bad:
         raise InvalidEvent(f"iteration {p.iteration} cannot use iterations {bad}: only earlier ones")
