@@ -25,6 +25,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -48,6 +49,7 @@ from provstream.triples import StepTriples
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "react" / "hotpot_fever.jsonl"
 START = datetime(2025, 3, 1, tzinfo=UTC)
+STALL_SECONDS = 120
 
 
 def bench_settings(base: Settings, run_id: str) -> Settings:
@@ -98,8 +100,9 @@ def child_env(settings: Settings) -> dict[str, str]:
 def run_sink(settings: Settings, total: int) -> tuple[float, float, int]:
     """(seconds from the sink's ready line to its last commit, seconds from its first commit to
     its last, records committed by the first commit) for ``total`` pre-loaded records."""
-    proc = subprocess.Popen([sys.executable, "-m", "provstream", "sink"], env=child_env(settings),
-                            stdout=subprocess.PIPE, text=True)
+    log = Path(tempfile.gettempdir()) / f"bench-sink-{settings.sink_group}.log"
+    proc = subprocess.Popen([sys.executable, "-m", "provstream", "sink", "-v"], env=child_env(settings),
+                            stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     watcher = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, group_id=settings.sink_group,
                             enable_auto_commit=False)
     try:
@@ -111,14 +114,20 @@ def run_sink(settings: Settings, total: int) -> tuple[float, float, int]:
         parts = [TopicPartition(settings.triples_topic, p)
                  for p in watcher.partitions_for_topic(settings.triples_topic) or ()]
         first: tuple[float, int] | None = None
+        progress = (time.perf_counter(), 0)
         while (done := committed(settings, watcher, parts)) < total:
             if proc.poll() is not None:
-                raise SystemExit(f"sink exited with {proc.returncode}")
+                raise SystemExit(f"sink exited with {proc.returncode} (log: {log})")
             if done and first is None:
                 first = (time.perf_counter(), done)
-            time.sleep(0.02)
+            if done > progress[1]:
+                progress = (time.perf_counter(), done)
+            elif time.perf_counter() - progress[0] > STALL_SECONDS:
+                raise SystemExit(f"sink made no progress for {STALL_SECONDS} s at {done}/{total} (log: {log})")
+            time.sleep(0.05)
         end = time.perf_counter()
         first = first or (end, total)
+        log.unlink(missing_ok=True)
         return end - began, end - first[0], first[1]
     finally:
         watcher.close(autocommit=False)

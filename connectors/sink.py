@@ -255,8 +255,11 @@ class Sink:
 
     def _write(self, items: list[tuple[Record, StepTriples]]) -> None:
         messages = [msg for _, msg in items]
+        began = time.monotonic()
         self.stats.rows += self.store.write(messages)
         self.stats.triples += triple_count(messages)
+        log.info("wrote %d messages (%d triples) in %.2f s", len(messages), triple_count(messages),
+                 time.monotonic() - began)
 
     def _dead_letter(self, failures: list[Failure]) -> None:
         futures = [
