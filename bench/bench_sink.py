@@ -97,9 +97,33 @@ def child_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def run_sink(settings: Settings, total: int) -> tuple[float, float, int]:
-    """(seconds from the sink's ready line to its last commit, seconds from its first commit to
-    its last, records committed by the first commit) for ``total`` pre-loaded records."""
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (0 if unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields_[11]) + int(fields_[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def neo4j_pid(settings: Settings) -> int | None:
+    """The Neo4j server of this stack (its java process names the stack's Neo4j home)."""
+    home = f"--home-dir={settings.stack_dir / 'neo4j'}".encode()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and home in (proc / "cmdline").read_bytes().split(b"\0"):
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
+
+
+def run_sink(settings: Settings, total: int) -> tuple[float, float, int, float, float]:
+    """For ``total`` pre-loaded records: seconds from the sink's ready line to its last commit,
+    seconds from its first commit to its last, records committed by the first commit, and the
+    CPU seconds the sink and the Neo4j server used between first and last commit."""
     log = Path(tempfile.gettempdir()) / f"bench-sink-{settings.sink_group}.log"
     proc = subprocess.Popen([sys.executable, "-m", "provstream", "sink", "-v"], env=child_env(settings),
                             stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
@@ -113,22 +137,26 @@ def run_sink(settings: Settings, total: int) -> tuple[float, float, int]:
         began = time.perf_counter()
         parts = [TopicPartition(settings.triples_topic, p)
                  for p in watcher.partitions_for_topic(settings.triples_topic) or ()]
+        server = neo4j_pid(settings)
         first: tuple[float, int] | None = None
+        cpu_first = (0.0, 0.0)
         progress = (time.perf_counter(), 0)
         while (done := committed(settings, watcher, parts)) < total:
             if proc.poll() is not None:
                 raise SystemExit(f"sink exited with {proc.returncode} (log: {log})")
             if done and first is None:
                 first = (time.perf_counter(), done)
+                cpu_first = (cpu_seconds(proc.pid), cpu_seconds(server))
             if done > progress[1]:
                 progress = (time.perf_counter(), done)
             elif time.perf_counter() - progress[0] > STALL_SECONDS:
                 raise SystemExit(f"sink made no progress for {STALL_SECONDS} s at {done}/{total} (log: {log})")
-            time.sleep(0.05)
+            time.sleep(0.25)
         end = time.perf_counter()
+        sink_cpu, server_cpu = cpu_seconds(proc.pid) - cpu_first[0], cpu_seconds(server) - cpu_first[1]
         first = first or (end, total)
         log.unlink(missing_ok=True)
-        return end - began, end - first[0], first[1]
+        return end - began, end - first[0], first[1], sink_cpu, server_cpu
     finally:
         watcher.close(autocommit=False)
         proc.terminate()
@@ -187,12 +215,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Neo4jStore(settings) as store:
             store.setup()
             store.reset_graph(user=settings.user, collection=settings.collection)
-        sink_s, steady_s, first_done = run_sink(settings, len(messages))
+        sink_s, steady_s, first_done, sink_cpu, server_cpu = run_sink(settings, len(messages))
         steady_triples = sum(len(m.triples) for m in messages) * (len(messages) - first_done) // len(messages)
         print(f"sink:    {len(messages)} messages, {n_triples} triples in {sink_s:.2f} s from ready "
               f"(incl. group join): {rate(n_triples, sink_s)} triples, {rate(len(messages), sink_s)} messages")
         print(f"         sustained, first to last commit: {rate(steady_triples, steady_s)} triples "
-              f"({len(messages) - first_done} messages in {steady_s:.2f} s)")
+              f"({len(messages) - first_done} messages in {steady_s:.2f} s); CPU meanwhile: sink process "
+              f"{sink_cpu:.1f} s, Neo4j server {server_cpu:.1f} s (2 cores = {2 * steady_s:.1f} core-s)")
 
         with Neo4jStore(settings) as store:
             store.reset_graph(user=settings.user, collection=settings.collection)
