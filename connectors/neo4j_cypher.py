@@ -99,7 +99,7 @@ SET r.graph = row.graph
 FIND_QUESTION: Final[LiteralString] = """
 MATCH (q:Resource {iri: $iri})
 WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph
-RETURN q.session AS session
+RETURN q.session AS session, q.mechanism AS mechanism
 """
 
 _NODE_TRIPLES_TAIL: Final[LiteralString] = """
@@ -111,7 +111,7 @@ RETURN properties(n) AS props, rels
 
 SESSION_NODES: Final[LiteralString] = """
 MATCH (n:Resource {session: $session})
-WHERE n.user = $user AND n.collection = $collection AND n.graph = $graph
+WHERE n.user = $user AND n.collection = $collection AND n.graph = $graph AND n.mechanism = $mechanism
 """ + _NODE_TRIPLES_TAIL
 
 SCOPE_NODES: Final[LiteralString] = """

@@ -117,8 +117,9 @@ class Neo4jStore:
                                          collection=collection, graph=v.GRAPH)
             if found is None or found["session"] is None:
                 raise TraceNotFound(f"no trace {question_iri} for user {user!r} in collection {collection!r}")
-            return session.execute_read(_triples, q.SESSION_NODES, session=found["session"], user=user,
-                                        collection=collection, graph=v.GRAPH)
+            return session.execute_read(_triples, q.SESSION_NODES, session=found["session"],
+                                        mechanism=found["mechanism"], user=user, collection=collection,
+                                        graph=v.GRAPH)
 
     def scope_triples(self, *, user: str, collection: str) -> set[Triple]:
         """Every triple of every trace of ``user`` in ``collection``."""

@@ -30,6 +30,7 @@ from sink_support import (
 from provstream import vocab as v
 from provstream import wire
 from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.errors import TraceNotFound
 from provstream.rdf import to_graph
 from provstream.settings import Settings
 from provstream.triples import Iri, QuotedTriple, StepTriples, Triple
@@ -81,6 +82,9 @@ def test_bundled_trajectories_land_in_neo4j_with_a_queryable_chain(isolated: Set
                 trace = store.trace_triples(v.question_iri(v.Mechanism.AGENT, sid), user=isolated.user,
                                             collection=isolated.collection)
                 assert trace == triples_of(m for m in messages if m.session_id == sid)
+            with pytest.raises(TraceNotFound):  # scopes never leak
+                store.trace_triples(v.question_iri(v.Mechanism.AGENT, per_session[0][0].session_id),
+                                    user=isolated.user, collection=isolated.collection + "-other")
         with cypher(isolated) as run:
             paths = run("MATCH p = (c:Conclusion)-[:wasDerivedFrom*]->(q:Question) "
                         "WHERE c.collection = $c RETURN c.session AS s, length(p) AS n", c=isolated.collection)
