@@ -11,7 +11,8 @@ is assigned the events topic's partitions and positioned at the chosen start:
 It reads up to the end offsets seen when it started, folds the events offline
 with :func:`provstream.streams.fold.fold` (one state per session, exactly as
 the worker does) and writes the triples with :meth:`Neo4jStore.write` in
-batches of ``sink_batch_size`` messages. Undecodable or invalid events are
+batches of ``sink_batch_size`` messages (a writer thread writes one batch
+while the next is read and folded). Undecodable or invalid events are
 skipped and counted (the worker dead-letters the same events).
 
 Starting after the beginning, a session whose earlier events precede the
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -192,6 +194,7 @@ def replay(settings: Settings, start: StartAt, *, reset: Reset | None = None,
 
 def _read_all(consumer: KafkaConsumer, store: Neo4jStore, settings: Settings, start: StartAt,
               stats: ReplayStats, progress: Progress | None) -> None:
+    """Read, fold and write; a writer thread writes batch *n* while batch *n + 1* is read and folded."""
     positions = start_positions(consumer, settings.events_topic, start)
     ends = consumer.end_offsets(list(positions))
     todo = {tp: ends[tp] for tp, offset in positions.items() if offset < ends[tp]}
@@ -200,18 +203,23 @@ def _read_all(consumer: KafkaConsumer, store: Neo4jStore, settings: Settings, st
     for tp in todo:
         consumer.seek(tp, positions[tp])
     folder, batch = OfflineFold(), []
-    while todo:
-        for tp, records in consumer.poll(timeout_ms=500).items():
-            for record in records:
-                if record.offset < ends[tp]:  # later events arrived after the replay started
-                    batch += _fold_one(folder, record.value, stats)
-        for tp in [tp for tp in todo if consumer.position(tp) >= ends[tp]]:
-            del todo[tp]
-        if len(batch) >= settings.sink_batch_size or (batch and not todo):
-            _write(store, batch, stats)
-            batch = []
-        if progress is not None:
-            progress(stats)
+    inflight: Future[None] | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-replay-writer") as writer:
+        while todo:
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                for record in records:
+                    if record.offset < ends[tp]:  # later events arrived after the replay started
+                        batch += _fold_one(folder, record.value, stats)
+            for tp in [tp for tp in todo if consumer.position(tp) >= ends[tp]]:
+                del todo[tp]
+            if len(batch) >= settings.sink_batch_size or (batch and not todo):
+                if inflight is not None:
+                    inflight.result()  # one batch in flight at a time; re-raises its error
+                inflight, batch = writer.submit(_write, store, batch, stats), []
+            if progress is not None:
+                progress(stats)
+        if inflight is not None:
+            inflight.result()
 
 
 def _fold_one(folder: OfflineFold, value: bytes | None, stats: ReplayStats) -> list[StepTriples]:
