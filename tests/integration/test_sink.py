@@ -131,16 +131,18 @@ def test_garbage_and_rejected_records_are_dead_lettered_and_later_records_land(
     per_session = sessions(isolated, f"dlq-{unique}")
     before = fold_all(e for s in per_session[:3] for e in s)
     after = fold_all(e for s in per_session[3:6] for e in s)
-    poison = _poison(before[0])
+    poison, big = _poison(before[0]), _oversized(before[1])
     records = [(m.session_id, wire.encode_triples(m), None) for m in before]
-    records += [("junk", b"\x00 not avro", None), (poison.session_id, wire.encode_triples(poison), None)]
+    records += [("junk", b"\x00 not avro", None), (poison.session_id, wire.encode_triples(poison), None),
+                (big.session_id, wire.encode_triples(big), None)]
     records += [(m.session_id, wire.encode_triples(m), None) for m in after]
     produce(isolated, isolated.triples_topic, records)
     try:
         with sink_process(isolated, PROVSTREAM_SINK_BATCH_SIZE="500") as proc:
             _drain(isolated, proc, len(records))
-        dead = read_topic(isolated, isolated.triples_dlq_topic, expected=2)
-        assert sorted(r.value for r in dead) == sorted([b"\x00 not avro", wire.encode_triples(poison)])
+        dead = read_topic(isolated, isolated.triples_dlq_topic, expected=3)
+        assert sorted(r.value for r in dead) == sorted([b"\x00 not avro", wire.encode_triples(poison),
+                                                        wire.encode_triples(big)])
         source = {(r.partition, r.offset): r.value for r in read_topic(isolated, isolated.triples_topic, len(records))}
         for r in dead:
             headers = {k: h.decode() for k, h in r.headers}
@@ -148,12 +150,25 @@ def test_garbage_and_rejected_records_are_dead_lettered_and_later_records_land(
             position = (int(headers["provstream.source.partition"]), int(headers["provstream.source.offset"]))
             assert source[position] == r.value
             reason = headers["provstream.error"]
-            assert ("undecodable" in reason) if r.key == b"junk" else ("only tg:edge" in reason)
+            if r.key == b"junk":
+                assert "undecodable" in reason
+            elif r.value == wire.encode_triples(poison):
+                assert "only tg:edge" in reason
+            else:
+                assert "Neo4j rejected" in reason and "too large" in reason
         with Neo4jStore(isolated) as store:
             stored = store.scope_triples(user=isolated.user, collection=isolated.collection)
         assert stored == triples_of(before + after)
     finally:
         _cleanup(isolated)
+
+
+def _oversized(template: StepTriples) -> StepTriples:
+    """A message Neo4j itself refuses: an IRI too long for the uniqueness index."""
+    s = Iri(template.question)
+    bad = Triple(s, Iri("http://example.org/seeAlso"), Iri("urn:x:" + "a" * 40_000))
+    return StepTriples(template.event_id + "-big", template.session_id, template.mechanism, template.seq,
+                       template.user, template.collection, template.question, (bad,), template.status)
 
 
 @pytest.mark.faults
