@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import subprocess
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from rdflib.compare import isomorphic
@@ -36,7 +35,6 @@ from provstream.settings import Settings
 from provstream.triples import Iri, QuotedTriple, StepTriples, Triple
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _drain(settings: Settings, proc: subprocess.Popen[str], total: int, timeout: float = 90) -> None:
@@ -169,25 +167,3 @@ def _oversized(template: StepTriples) -> StepTriples:
     bad = Triple(s, Iri("http://example.org/seeAlso"), Iri("urn:x:" + "a" * 40_000))
     return StepTriples(template.event_id + "-big", template.session_id, template.mechanism, template.seq,
                        template.user, template.collection, template.question, (bad,), template.status)
-
-
-@pytest.mark.faults
-def test_neo4j_restart_mid_stream_loses_nothing(isolated: Settings, unique: str) -> None:
-    """Stops the shared Neo4j: run only in the fault suite (make faults)."""
-    messages = fold_all(interleave(sessions(isolated, f"restart-{unique}", copies=20)))
-    produce_triples(isolated, messages)
-    neo4j = ["bash", str(REPO / "deploy" / "neo4j.sh")]
-    try:
-        with sink_process(isolated, PROVSTREAM_SINK_BATCH_SIZE="20") as proc:
-            wait_until(lambda: committed_total(isolated)[0] > 0, 60, "a first commit")
-            subprocess.run([*neo4j, "down"], check=True, capture_output=True)
-            at_stop, total = committed_total(isolated)
-            assert at_stop < total, "Neo4j must go down mid-stream"
-            subprocess.run([*neo4j, "up"], check=True, capture_output=True)
-            _drain(isolated, proc, total, timeout=180)
-        assert _stored_counts(isolated) == _expected_counts(messages)
-        with Neo4jStore(isolated) as store:
-            assert store.scope_triples(user=isolated.user, collection=isolated.collection) == triples_of(messages)
-    finally:
-        subprocess.run([*neo4j, "up"], check=False, capture_output=True)
-        _cleanup(isolated)
