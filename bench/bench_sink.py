@@ -50,6 +50,7 @@ from provstream.triples import StepTriples
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "react" / "hotpot_fever.jsonl"
 START = datetime(2025, 3, 1, tzinfo=UTC)
 STALL_SECONDS = 120
+SINK_COMMAND = ["-m", "provstream", "sink", "-v"]
 
 
 def bench_settings(base: Settings, run_id: str) -> Settings:
@@ -125,7 +126,7 @@ def run_sink(settings: Settings, total: int) -> tuple[float, float, int, float, 
     seconds from its first commit to its last, records committed by the first commit, and the
     CPU seconds the sink and the Neo4j server used between first and last commit."""
     log = Path(tempfile.gettempdir()) / f"bench-sink-{settings.sink_group}.log"
-    proc = subprocess.Popen([sys.executable, "-m", "provstream", "sink", "-v"], env=child_env(settings),
+    proc = subprocess.Popen([sys.executable, *SINK_COMMAND], env=child_env(settings),
                             stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     watcher = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, group_id=settings.sink_group,
                             enable_auto_commit=False)
