@@ -136,19 +136,26 @@ def dlq_headers(record: Record, reason: str) -> list[tuple[str, bytes]]:
 # -- the sink --------------------------------------------------------------------
 
 class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Drops pending records and pending commits of partitions this sink no longer owns."""
+    """Drops pending records and pending commits of partitions this sink no longer owns.
+
+    Only once the new assignment is known: kafka-python's eager rebalance
+    "revokes" every partition, then keeps the fetch position of those it
+    assigns again, so dropping their polled records at revocation would skip
+    them for good (their later offsets get committed).
+    """
 
     def __init__(self, sink: Sink) -> None:
         self._sink = sink
+        self._revoked: set[TopicPartition] = set()
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        gone = set(revoked)
+        self._revoked |= set(revoked)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        gone, self._revoked = self._revoked - set(self._sink.consumer.assignment()), set()
         self._sink.pending = [r for r in self._sink.pending if TopicPartition(r.topic, r.partition) not in gone]
         for tp in gone:
             self._sink.forget_commit(tp)
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        pass
 
 
 class Sink:
@@ -230,8 +237,8 @@ class Sink:
         try:
             for records in self.consumer.poll(timeout_ms=0).values():
                 self.pending.extend(records)  # partitions assigned meanwhile: kept for the next batch
-        finally:
-            self.consumer.resume(*assigned)
+        finally:  # a rebalance during the poll may have moved some of them away
+            self.consumer.resume(*(set(assigned) & self.consumer.assignment()))
 
     # -- writer thread ---------------------------------------------------------------
 

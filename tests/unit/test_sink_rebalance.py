@@ -1,0 +1,59 @@
+"""The sink across an eager rebalance: polled records of partitions it keeps are not dropped."""
+
+from __future__ import annotations
+
+import threading
+from collections import namedtuple
+from typing import Any
+
+from kafka.structs import TopicPartition
+
+from provstream.connectors.sink import Sink, _Revocations
+from provstream.settings import Settings
+
+Record = namedtuple("Record", "topic partition offset value key")
+P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+class FakeConsumer:
+    def __init__(self, owned: set[TopicPartition]) -> None:
+        self.owned = owned
+        self.resumed: list[TopicPartition] = []
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.owned)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        pass
+
+    def resume(self, *tps: TopicPartition) -> None:
+        assert set(tps) <= self.owned, "resuming a partition no longer assigned raises in kafka-python"
+        self.resumed += tps
+
+    def poll(self, timeout_ms: int = 0) -> dict[Any, Any]:
+        self.owned = {P0}  # a rebalance happens during the poll: P1 moves to another sink
+        return {}
+
+
+def _sink(consumer: FakeConsumer) -> Sink:
+    return Sink(Settings(), store=None, consumer=consumer, producer=None, stop=threading.Event())  # type: ignore[arg-type]
+
+
+def test_eager_rebalance_keeps_the_records_of_partitions_assigned_again() -> None:
+    consumer = FakeConsumer({P0, P1})
+    sink = _sink(consumer)
+    sink.pending = [Record("t", 0, 10, b"", b"k"), Record("t", 1, 20, b"", b"k"), Record("t", 0, 11, b"", b"k")]
+    sink._to_commit = {P0: 5, P1: 7}
+    listener = _Revocations(sink)
+    listener.on_partitions_revoked({P0, P1})  # eager: everything is "revoked" ...
+    assert len(sink.pending) == 3
+    consumer.owned = {P0}
+    listener.on_partitions_assigned({P0})  # ... and P0 comes back with its fetch position kept
+    assert [(r.partition, r.offset) for r in sink.pending] == [(0, 10), (0, 11)]
+    assert sink._to_commit == {P0: 5}
+
+
+def test_keep_alive_resumes_only_what_it_still_owns() -> None:
+    consumer = FakeConsumer({P0, P1})
+    _sink(consumer)._keep_alive()
+    assert consumer.resumed == [P0]
