@@ -79,6 +79,11 @@ def encode(name: str, record: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+def _reader_for(writer: _Schema, current: _Schema) -> Any:
+    """The reader schema, or ``None`` when it is the writer's own (no resolution needed)."""
+    return None if writer.fingerprint == current.fingerprint else current.parsed
+
+
 def decode(name: str, data: bytes) -> dict[str, Any]:
     """Decode a single-object message whose writer schema is any known version of ``name``."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -96,7 +101,7 @@ def decode(name: str, data: bytes) -> dict[str, Any]:
     body = io.BytesIO(data[HEADER_LEN:])
     try:
         record: Any = schemaless_reader(
-            body, writer.parsed, current[name].parsed,
+            body, writer.parsed, _reader_for(writer, current[name]),
             return_record_name=True, return_record_name_override=True,
         )
     except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeDecodeError, ...
