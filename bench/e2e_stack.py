@@ -255,8 +255,8 @@ def start_worker(settings: Settings, logs: Path, name: str = "worker", *args: st
     return start_child(name, argv, WORKER_READY, child_env(settings), logs / f"{name}.log", cwd=settings.stack_dir)
 
 
-def start_sink(settings: Settings, logs: Path, name: str = "sink", profile: Path | None = None) -> Child:
-    return start_child(name, provstream_argv("sink", profile=profile), SINK_READY, child_env(settings),
+def start_sink(settings: Settings, logs: Path, name: str = "sink", *args: str, profile: Path | None = None) -> Child:
+    return start_child(name, provstream_argv("sink", *args, profile=profile), SINK_READY, child_env(settings),
                        logs / f"{name}.log", cwd=settings.stack_dir)
 
 

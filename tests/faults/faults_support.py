@@ -80,7 +80,7 @@ class Pipeline:
 
     def add_sink(self) -> Child:
         self._count += 1
-        child = start_sink(self.settings, self.logs, f"sink{self._count}")
+        child = start_sink(self.settings, self.logs, f"sink{self._count}", "--verbose")  # each write in its log
         self.sinks.append(child)
         return child
 
