@@ -152,7 +152,8 @@ class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
         self._revoked |= set(revoked)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        gone, self._revoked = self._revoked - set(self._sink.consumer.assignment()), set()
+        # Runs on kafka-python's IO loop: use the arguments, never call back into the consumer.
+        gone, self._revoked = self._revoked - set(assigned), set()
         self._sink.pending = [r for r in self._sink.pending if TopicPartition(r.topic, r.partition) not in gone]
         for tp in gone:
             self._sink.forget_commit(tp)

@@ -47,7 +47,6 @@ def test_eager_rebalance_keeps_the_records_of_partitions_assigned_again() -> Non
     listener = _Revocations(sink)
     listener.on_partitions_revoked({P0, P1})  # eager: everything is "revoked" ...
     assert len(sink.pending) == 3
-    consumer.owned = {P0}
     listener.on_partitions_assigned({P0})  # ... and P0 comes back with its fetch position kept
     assert [(r.partition, r.offset) for r in sink.pending] == [(0, 10), (0, 11)]
     assert sink._to_commit == {P0: 5}
