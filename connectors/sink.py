@@ -179,6 +179,10 @@ class Sink:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-sink-writer")
 
     def run(self) -> SinkStats:
+        # Topic metadata before the first join: kafka-python 3.0.12 otherwise joins with no partition
+        # metadata (empty assignment), rejoins when it arrives, and a poll() timing out during that
+        # second join can drop its assignment for good (the consumer then spins with no partitions).
+        self.consumer.partitions_for_topic(self.settings.triples_topic)
         self.consumer.subscribe([self.settings.triples_topic], listener=_Revocations(self))
         inflight: tuple[list[Record], Future[None]] | None = None
         try:
