@@ -48,6 +48,19 @@ def translated(action: str) -> Iterator[None]:
         raise StoreError(f"Neo4j refused {action}: {exc}") from exc
 
 
+def connect_driver(settings: Settings, **options: Any) -> Driver:
+    """A connected driver (authenticated, notifications off); driver errors translated."""
+    with translated("connecting"):
+        driver = GraphDatabase.driver(settings.neo4j_uri, auth=settings.neo4j_auth,
+                                      notifications_min_severity="OFF", **options)
+        try:
+            driver.verify_connectivity()
+        except BaseException:
+            driver.close()
+            raise
+    return driver
+
+
 class Neo4jStore:
     """The retrieval graph in Neo4j. No I/O until :meth:`open` (or ``with``)."""
 
@@ -59,18 +72,7 @@ class Neo4jStore:
 
     def open(self) -> Neo4jStore:
         if self._driver is None:
-            auth = self._settings.neo4j_auth
-            with translated("connecting"):
-                driver = GraphDatabase.driver(
-                    self._settings.neo4j_uri, auth=auth, max_transaction_retry_time=_RETRY_SECONDS,
-                    notifications_min_severity="OFF",
-                )
-                try:
-                    driver.verify_connectivity()
-                except BaseException:
-                    driver.close()
-                    raise
-            self._driver = driver
+            self._driver = connect_driver(self._settings, max_transaction_retry_time=_RETRY_SECONDS)
         return self
 
     def close(self) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, LiteralString
 
-from neo4j import Driver, GraphDatabase, RoutingControl
+from neo4j import Driver, RoutingControl
 
 from provstream import vocab as v
-from provstream.connectors.neo4j_store import translated
+from provstream.connectors.neo4j_store import connect_driver, translated
 from provstream.errors import StoreError
 from provstream.read import queries as q
 from provstream.read.listing import TraceRow, row_from_record
@@ -30,16 +30,7 @@ class TraceReader:
 
     def open(self) -> TraceReader:
         if self._driver is None:
-            auth = self._settings.neo4j_auth
-            with translated("connecting"):
-                driver = GraphDatabase.driver(self._settings.neo4j_uri, auth=auth,
-                                              notifications_min_severity="OFF")
-                try:
-                    driver.verify_connectivity()
-                except BaseException:
-                    driver.close()
-                    raise
-            self._driver = driver
+            self._driver = connect_driver(self._settings)
         return self
 
     def close(self) -> None:
