@@ -248,6 +248,7 @@ def sustained(stack: PrivateStack, base: Settings, run: str, logs: Path, scale: 
               profile: Path | None) -> Sustained:
     """One sustained run: ``scale`` workers and sinks, the emitter flat out for ``seconds``, then the drain."""
     s = phase_settings(base, run, f"x{scale}")
+    logs = logs / f"x{scale}"
     pipeline = start_pipeline(s, logs, scale)
     spies: list[subprocess.Popen[bytes]] = []
     try:
@@ -337,19 +338,22 @@ def show_sustained(r: Sustained) -> None:
 # -- latency -------------------------------------------------------------------------
 
 def latency(stack: PrivateStack, base: Settings, run: str, logs: Path, seconds: float, rate: float,
-            sample: int) -> tuple[list[float], int, dict[str, Usage]]:
-    """Emit-to-queryable seconds of the sampled steps; how many never showed up within 60 s after the end."""
+            sample: int) -> tuple[list[float], int, dict[str, Usage], float]:
+    """Emit-to-queryable seconds of the sampled steps, how many never showed up within 60 s after the end,
+    and the processes' usage over the measured window (and its length in seconds)."""
     s = phase_settings(base, run, "latency")
+    logs = logs / "latency"
     pipeline = start_pipeline(s, logs, 1)
     try:
         emitter = start_emitter(s, logs, f"e2e-lat-{run}", seconds, rate, sample)
         emitter.wait_ready(120)
         meter = Meter(server_pids(stack), {**{c.name: c for c in pipeline.all()}, "emitter": emitter})
         meter.start()
+        began = time.monotonic()
         with Cypher(s) as db:
             found, missing = watch(db, emitter, meter)
         emitter_summary(emitter, 60)
-        return found, missing, meter.stop()
+        return found, missing, meter.stop(), time.monotonic() - began
     finally:
         pipeline.stop()
 
@@ -471,11 +475,11 @@ def run(stack: PrivateStack, args: argparse.Namespace) -> int:
         show_sustained(results[-1])
         if profile is not None:
             show_profiles(profile)
-    found, missing, usage = latency(stack, base, run_id, logs, args.latency_seconds, args.rate, args.sample)
+    found, missing, usage, window = latency(stack, base, run_id, logs, args.latency_seconds, args.rate, args.sample)
     print(f"latency at {args.rate:.0f} events/s for {args.latency_seconds:.0f} s, emit call -> node queryable in "
           f"Neo4j (every {args.sample}th step, polled every {WATCH_EVERY * 1000:.0f} ms): "
           f"{quantiles(found) if found else 'nothing arrived'}; {missing} never arrived")
-    for line in usage_lines(usage, args.latency_seconds):
+    for line in usage_lines(usage, window):
         print(line)
     if not args.no_replay and results:
         summary, use, took = replay(replace(base, events_topic=phase_topic(run_id, results[0].scale)), logs)
