@@ -179,11 +179,12 @@ class Sink:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-sink-writer")
 
     def run(self) -> SinkStats:
-        # Topic metadata before the first join: kafka-python 3.0.12 otherwise joins with no partition
-        # metadata (empty assignment), rejoins when it arrives, and a poll() timing out during that
-        # second join can drop its assignment for good (the consumer then spins with no partitions).
-        self.consumer.partitions_for_topic(self.settings.triples_topic)
         self.consumer.subscribe([self.settings.triples_topic], listener=_Revocations(self))
+        # The topic's metadata, after subscribing and before the first join: kafka-python 3.0.12 otherwise
+        # records its metadata snapshot only after the first join, rejoins because of it, and when a
+        # poll() times out during that second join it never applies the assignment (the consumer then
+        # holds unfetchable partitions with heartbeats off, spinning, until the group expels it).
+        self.consumer.partitions_for_topic(self.settings.triples_topic)
         inflight: tuple[list[Record], Future[None]] | None = None
         try:
             while not self.stop.is_set():
