@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: up down status test unit demo bench faults lint clean-stack
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/bootstrap
 	bash scripts/bootstrap
 	touch $(STAMP)
 
