@@ -9,8 +9,12 @@
 
 Every call builds one :class:`~provstream.events.Event` (fresh event id,
 ``seq`` 0, 1, 2, ... within the session, event time = now in UTC), checks it
-against the contract the fold enforces, encodes it (Avro single-object) and
-hands it to the transport at once, keyed by the session id. A call that raises
+against the contract the fold enforces and hands it to the transport at once,
+keyed by the session id. The Avro encoding (single-object) happens on the
+transport's sender thread: every field was type-checked at the call, so it
+cannot fail there, and a step whose size bound (4 bytes per character) could
+exceed the broker's limit is encoded at the call to check its exact size.
+A call that raises
 recorded nothing and consumed no sequence or iteration number, so it may be
 retried. Errors: :class:`InvalidStep` (bad input, e.g. arguments that are not
 JSON-serialisable), :class:`StepTooLarge`, :class:`EmitTimeout` (buffer full),
@@ -28,6 +32,7 @@ import random
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Union
 
 from provstream import events as ev
@@ -115,20 +120,24 @@ class Emitter:
               session_id: str | None) -> Any:
         if session_id == "":
             return NullSession(cls.mechanism)
-        session = cls(self, session_id or new_uuid(),
-                      self.settings.user if user is None else user,
-                      self.settings.collection if collection is None else collection)
+        session = cls(self, _text("session_id", session_id or new_uuid()),
+                      _text("user", self.settings.user if user is None else user),
+                      _text("collection", self.settings.collection if collection is None else collection))
         session._emit(cls.question_type(_text("question", question)))
         return session
 
     def _send(self, event: ev.Event) -> None:
+        """Check ``event`` and hand it over; it is encoded on the sender thread unless it may be too large."""
+        key = event.session_id.encode("utf-8")
         try:
             if type(event.payload) not in _CHECKED_AT_THE_CALL:
                 validate(event)
+            if len(key) + size_bound(event) <= self._limit:
+                self.transport.send(key, partial(encode_event, event))
+                return
             value = encode_event(event)
         except (InvalidEvent, EncodeError) as exc:
             raise InvalidStep(f"{_step_name(event)} of session {event.session_id!r} rejected: {exc}") from exc
-        key = event.session_id.encode("utf-8")
         if len(key) + len(value) > self._limit:
             raise StepTooLarge(
                 f"{_step_name(event)} of session {event.session_id!r} is {len(value)} bytes encoded; "
@@ -346,10 +355,48 @@ _UUID_SET = (0x4 << 76) | (0x2 << 62)
 
 def _edge(edge: EdgeLike) -> ev.SelectedEdge:
     if isinstance(edge, ev.SelectedEdge):
+        for name in ("subject", "predicate", "object", "reasoning"):
+            _text(f"edge {name}", getattr(edge, name))
         return edge
     if isinstance(edge, (str, bytes)) or not isinstance(edge, Sequence) or len(edge) not in (3, 4):
         raise InvalidStep(f"an edge is a SelectedEdge or (subject, predicate, object[, reasoning]), got {edge!r}")
     return ev.SelectedEdge(*(_text("edge term", t) for t in edge))
+
+
+def size_bound(event: ev.Event) -> int:
+    """An upper bound of the encoded size: 4 UTF-8 bytes per character, 10 per length or number.
+
+    Cheap (no encoding); a step under the limit by this bound is encoded on
+    the sender thread, one over it is encoded at the call to check exactly.
+    """
+    envelope = len(event.event_id) + len(event.session_id) + len(event.user) + len(event.collection)
+    return 128 + 4 * envelope + _PAYLOAD_BOUND[type(event.payload)](event.payload)
+
+
+def _edges_bound(p: ev.GraphRagFocus) -> int:
+    return 10 + sum(40 + 4 * (len(e.subject) + len(e.predicate) + len(e.object) + len(e.reasoning))
+                    for e in p.edges)
+
+
+def _iteration_bound(p: ev.AgentIteration) -> int:
+    texts = len(p.thought) + len(p.action) + len(p.arguments) + len(p.observation)
+    sub = 0 if p.subtrace is None else 30 + 4 * len(p.subtrace.session_id)
+    return 80 + 4 * texts + 10 * len(p.used) + sub
+
+
+_PAYLOAD_BOUND: dict[type, Any] = {
+    ev.AgentQuestion: lambda p: 10 + 4 * len(p.query),
+    ev.GraphRagQuestion: lambda p: 10 + 4 * len(p.query),
+    ev.DocRagQuestion: lambda p: 10 + 4 * len(p.query),
+    ev.AgentIteration: _iteration_bound,
+    ev.AgentConclusion: lambda p: 30 + 4 * len(p.answer),
+    ev.GraphRagExploration: lambda p: 20,
+    ev.GraphRagFocus: _edges_bound,
+    ev.GraphRagSynthesis: lambda p: 10 + 4 * len(p.content),
+    ev.DocRagExploration: lambda p: 20 + sum(10 + 4 * len(c) for c in p.chunks),
+    ev.DocRagSynthesis: lambda p: 10 + 4 * len(p.content),
+}
+assert set(_PAYLOAD_BOUND) == set(ev.MECHANISM_OF), "a size bound for every payload type"
 
 
 def _step_name(event: ev.Event) -> str:

@@ -1,7 +1,11 @@
-"""Where the emitter's encoded steps go: the :class:`Transport` port and its adapters.
+"""Where the emitter's steps go: the :class:`Transport` port and its adapters.
 
-:class:`KafkaTransport` is the production adapter; :class:`MemoryTransport`
-keeps ``(key, value)`` pairs in a list for tests and dry runs.
+A step's value is its encoded bytes, or a zero-argument function returning
+them (a :class:`Value`): the adapter calls it off the caller's path (the
+Kafka adapter on its sender thread), so the agent's thread does not pay for
+the Avro encoding. :class:`KafkaTransport` is the production adapter;
+:class:`MemoryTransport` keeps ``(key, value bytes)`` pairs in a list for
+tests and dry runs.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any, Protocol
@@ -28,10 +32,18 @@ _CLOSE = object()
 _log = logging.getLogger(__name__)
 
 
+Value = bytes | Callable[[], bytes]
+
+
+def materialise(value: Value) -> bytes:
+    """The bytes of a :class:`Value`."""
+    return value if isinstance(value, bytes) else value()
+
+
 class Transport(Protocol):
     """The port the emitter writes to: one call per step, never batched by the caller."""
 
-    def send(self, key: bytes, value: bytes) -> None: ...
+    def send(self, key: bytes, value: Value) -> None: ...
 
     def flush(self, timeout: float | None = None) -> None: ...
 
@@ -45,10 +57,10 @@ class MemoryTransport:
         self.sent: list[tuple[bytes, bytes]] = []
         self.closed = False
 
-    def send(self, key: bytes, value: bytes) -> None:
+    def send(self, key: bytes, value: Value) -> None:
         if self.closed:
             raise EmitError("transport is closed")
-        self.sent.append((key, value))
+        self.sent.append((key, materialise(value)))
 
     def flush(self, timeout: float | None = None) -> None:
         return None
@@ -109,7 +121,8 @@ class KafkaTransport:
       ``acks=all``; partitions chosen exactly as the default murmur2
       partitioner does, so a session's key maps to the partition Java/Faust
       would pick) and feeds it in FIFO order, so a session's steps reach its
-      partition in the order they were sent.
+      partition in the order they were sent. A value given as a function is
+      called there, just before the producer gets it.
     * The buffer is bounded by ``settings.emit_buffer`` steps not yet
       acknowledged by Kafka (queued here or in the producer). When it is full
       (Kafka slow or unreachable) ``send()`` blocks up to
@@ -146,7 +159,7 @@ class KafkaTransport:
 
     # -- caller side -----------------------------------------------------
 
-    def send(self, key: bytes, value: bytes) -> None:
+    def send(self, key: bytes, value: Value) -> None:
         if self._failures:
             self._raise_failures()
         if self._closed or self._stopped:
@@ -276,8 +289,9 @@ class KafkaTransport:
                 return
             key, value = item
             try:
-                inflight.append((key, send(topic, value=value, key=key, partition=partition(key))))
-            except Exception as exc:  # metadata timeout, record too large, ...
+                data = value if isinstance(value, bytes) else value()
+                inflight.append((key, send(topic, value=data, key=key, partition=partition(key))))
+            except Exception as exc:  # metadata timeout, record too large, an encoding bug, ...
                 self._failed(key, exc)
             if len(inflight) >= _REAP_EVERY:
                 self._reap(inflight)

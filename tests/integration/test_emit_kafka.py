@@ -16,7 +16,7 @@ from kafka import KafkaConsumer
 from kafka.partitioner.default import murmur2
 
 from provstream.connectors.emitter import Emitter
-from provstream.connectors.transport import KafkaTransport
+from provstream.connectors.transport import KafkaTransport, Value, materialise
 from provstream.errors import StepTooLarge
 from provstream.settings import Settings
 from provstream.trajectories import AgentTrajectory, load, replay
@@ -42,9 +42,10 @@ class RecordingTransport(KafkaTransport):
         super().__init__(settings)
         self.given: list[tuple[bytes, bytes]] = []
 
-    def send(self, key: bytes, value: bytes) -> None:
-        super().send(key, value)
-        self.given.append((key, value))
+    def send(self, key: bytes, value: Value) -> None:
+        data = materialise(value)
+        super().send(key, data)
+        self.given.append((key, data))
 
 
 def consume(settings: Settings, count: int, timeout: float = 60) -> list[tuple[int, int, bytes, bytes]]:

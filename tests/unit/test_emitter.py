@@ -11,15 +11,19 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from provstream import events as ev
-from provstream.connectors.emitter import Emitter, NullSession, arguments_json
-from provstream.connectors.transport import KafkaTransport, MemoryTransport
+from provstream.connectors.emitter import Emitter, NullSession, arguments_json, size_bound
+from provstream.connectors.transport import KafkaTransport, MemoryTransport, Value
 from provstream.errors import DeliveryFailed, EmitError, EmitTimeout, InvalidStep, StepTooLarge
 from provstream.settings import Settings
 from provstream.streams.fold import FoldState, fold
 from provstream.triples import SessionState
-from provstream.wire import decode_event
+from provstream.vocab import Mechanism
+from provstream.wire import decode_event, encode_event
 
 SETTINGS = Settings(user="alice", collection="papers")
 
@@ -151,6 +155,9 @@ def test_arguments_that_are_not_json_are_refused_at_the_call(arguments: object) 
     lambda e: e.graphrag("Q").focus(["spo"]),
     lambda e: e.graphrag("Q").focus([("not an iri", "http://x/p", "o")]),
     lambda e: e.graphrag("Q").synthesize(None),
+    lambda e: e.agent("Q", user=7),
+    lambda e: e.agent("Q", collection=["c"]),
+    lambda e: e.graphrag("Q").focus([ev.SelectedEdge("http://x/s", "http://x/p", 3)]),  # type: ignore[arg-type]
 ])
 def test_bad_input_is_refused_at_the_call_with_invalid_step(call) -> None:  # type: ignore[no-untyped-def]
     emitter, _ = make()
@@ -180,12 +187,64 @@ def test_unicode_and_large_texts_arrive_intact() -> None:
     assert got[1].payload.thought == text and json.loads(got[1].payload.arguments) == {"q": text}  # type: ignore
 
 
+class RawTransport(MemoryTransport):
+    """Keeps the values exactly as the emitter handed them over."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw: list[Value] = []
+
+    def send(self, key: bytes, value: Value) -> None:
+        self.raw.append(value)
+        super().send(key, value)
+
+
+def test_small_steps_are_encoded_by_the_transport_not_at_the_call() -> None:
+    t = RawTransport()
+    emitter = Emitter(SETTINGS, transport=t)
+    s = emitter.agent("Q", session_id="a1")
+    s.iteration(thought="t", action="Search", arguments={"q": "x"}, observation="o")
+    assert all(callable(v) for v in t.raw), "the caller hands over a function, the transport encodes"
+    assert [decode_event(v).seq for _, v in t.sent] == [0, 1]
+    assert t.sent[1][1] == encode_event(decode_event(t.sent[1][1]))
+
+
+texts = st.text(st.characters(codec="utf-8"), max_size=60)
+
+
+@st.composite
+def any_event(draw: st.DrawFn) -> ev.Event:
+    payload = draw(st.one_of(
+        st.builds(ev.AgentQuestion, texts),
+        st.builds(ev.AgentIteration, iteration=st.integers(1, 2**40), thought=texts, action=texts,
+                  arguments=texts, observation=texts, used=st.lists(st.integers(1, 2**40)).map(tuple),
+                  subtrace=st.one_of(st.none(), st.builds(ev.SubTrace, st.just(Mechanism.DOCRAG), texts))),
+        st.builds(ev.AgentConclusion, answer=texts, iterations=st.integers(0, 2**40)),
+        st.builds(ev.DocRagExploration, chunk_count=st.integers(0, 2**62), chunks=st.lists(texts).map(tuple)),
+        st.builds(ev.GraphRagFocus, edges=st.lists(st.builds(ev.SelectedEdge, texts, texts, texts, texts)).map(tuple)),
+        st.builds(ev.GraphRagSynthesis, texts),
+        st.builds(ev.GraphRagQuestion, texts),
+        st.builds(ev.GraphRagExploration, st.integers(0, 2**62)),
+        st.builds(ev.DocRagQuestion, texts),
+        st.builds(ev.DocRagSynthesis, texts),
+    ))
+    return ev.Event(event_id=draw(texts), session_id=draw(texts), mechanism=ev.MECHANISM_OF[type(payload)],
+                    seq=draw(st.integers(0, 2**62)), event_time=datetime(2025, 1, 1, tzinfo=UTC),
+                    payload=payload, user=draw(texts), collection=draw(texts))
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(any_event())
+def test_the_size_bound_is_never_below_the_encoded_size(event: ev.Event) -> None:
+    assert size_bound(event) >= len(encode_event(event))
+
+
 class FailingTransport(MemoryTransport):
     def __init__(self) -> None:
         super().__init__()
         self.fail: Exception | None = None
 
-    def send(self, key: bytes, value: bytes) -> None:
+    def send(self, key: bytes, value: Value) -> None:
         if self.fail is not None:
             failure, self.fail = self.fail, None
             raise failure
@@ -367,6 +426,28 @@ def test_delivery_failures_surface_from_the_next_send_and_from_flush() -> None:
     producer.futures[2].is_done = True
     producer.futures[2].exception = RuntimeError("timed out")
     with pytest.raises(DeliveryFailed, match="timed out"):
+        t.flush(timeout=5)
+    t.close()
+
+
+def test_the_sender_encodes_function_values_and_reports_one_that_fails() -> None:
+    producer = FakeProducer()
+    t = FakeKafkaTransport(unreachable(buffer=100), producer)
+    sender: list[str] = []
+
+    def value() -> bytes:
+        sender.append(threading.current_thread().name)
+        return b"encoded"
+
+    def broken() -> bytes:
+        raise ValueError("cannot encode")
+
+    t.send(b"s1", value)
+    t.send(b"s2", broken)
+    wait_for(lambda: len(producer.sent) == 1 and bool(t._failures))
+    assert producer.sent[0][2] == b"encoded" and sender == ["provstream-emitter"]
+    producer.futures[0].is_done = True
+    with pytest.raises(DeliveryFailed, match="sessions: s2.*ValueError: cannot encode"):
         t.flush(timeout=5)
     t.close()
 
