@@ -19,8 +19,8 @@ if started here; the shared servers are never touched. It prints:
   one-worker run's events topic.
 
 ``--profile DIR`` samples the worker and sink with py-spy during the
-one-worker sustained run (``pip install py-spy``; ``PY_SPY`` may name the
-binary) and prints their busiest functions.
+one-worker sustained run (py-spy comes with the ``dev`` extra; ``PY_SPY``
+may name another binary) and prints their busiest functions.
 
 The last line printed is ``end-to-end: N events/s`` (one worker, one sink).
 
@@ -404,9 +404,10 @@ def replay(s: Settings, logs: Path) -> tuple[str, Usage, float]:
 # -- profiling -------------------------------------------------------------------------
 
 def py_spy(child: Child, out: Path, seconds: float) -> subprocess.Popen[bytes]:
-    binary = os.environ.get("PY_SPY") or shutil.which("py-spy")
+    beside = Path(sys.executable).with_name("py-spy")  # the dev extra installs it into .venv/bin
+    binary = os.environ.get("PY_SPY") or shutil.which("py-spy") or (str(beside) if beside.exists() else None)
     if binary is None:
-        raise SystemExit("--profile needs py-spy (pip install py-spy, or set PY_SPY to its path)")
+        raise SystemExit("--profile needs py-spy (make installs it with the dev extra; PY_SPY may name it)")
     return subprocess.Popen([binary, "record", "--pid", str(child.pid), "--duration", str(int(seconds)), "--rate", "50",
                              "--format", "raw", "--output", str(out), "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
