@@ -3,14 +3,16 @@
 The whole file is checked first (parsed and every step validated and encoded,
 nothing sent), so a bad line stops the import before any session is recorded;
 the message names the line. Then each run is emitted step by step and its
-session URI printed on its own line, in input order. The command flushes at
-the end and exits non-zero if Kafka is unreachable or any step was not
-delivered.
+session URI printed on its own line, in input order. If the reader of the
+output goes away (``provstream emit ... | head -1``) the import still runs to
+the end, silently. The command flushes at the end and exits non-zero if Kafka
+is unreachable or any step was not delivered.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -41,12 +43,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         transport = emitter.transport
         if isinstance(transport, KafkaTransport):
             transport.wait_connected(settings.emit_block_ms / 1000 + 5)
+        printing = True
         for _, record in load(args.jsonl):
-            print(replay(emitter, record), flush=True)
+            uri = replay(emitter, record)
+            printing = printing and print_line(uri)
         emitter.flush()
     finally:
         emitter.close()
     return 0
+
+
+def print_line(text: str) -> bool:
+    """Print ``text``; ``False`` once the reader has gone, with stdout then sent to /dev/null."""
+    try:
+        print(text, flush=True)
+        return True
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return False
 
 
 def check(path: Path, settings: Settings) -> int:

@@ -138,6 +138,27 @@ def test_provstream_emit_streams_a_file_and_prints_uris_in_input_order(isolated:
         Mechanism.AGENT, Mechanism.AGENT, Mechanism.DOCRAG, Mechanism.GRAPHRAG]
 
 
+def test_provstream_emit_into_a_closed_pipe_still_imports_everything(isolated: Settings, tmp_path: Path) -> None:
+    lines = DATA.read_text(encoding="utf-8").splitlines()[:4] * 300  # long enough to outlive the reader
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = {**os.environ, "PROVSTREAM_EVENTS_TOPIC": isolated.events_topic,
+           "PROVSTREAM_KAFKA_BOOTSTRAP": isolated.kafka_bootstrap}
+    command = [sys.executable, "-c", "import sys; from provstream.cli import main; sys.exit(main())",
+               "emit", "--jsonl", str(path), "--collection", isolated.collection]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `| head -1` does
+    assert proc.wait(timeout=120) == 0
+    assert first.startswith("urn:trustgraph:agent:")
+    errors = proc.stderr.read()
+    assert "Traceback" not in errors and "BrokenPipe" not in errors, errors
+    expected = sum(len(json.loads(line)["steps"]) + 2 for line in lines)
+    events = [decode_event(v) for *_, v in consume(isolated, expected)]
+    assert len(events) == expected and len({e.session_id for e in events}) == len(lines)
+
+
 def test_provstream_emit_refuses_a_bad_file_naming_the_line_and_sends_nothing(
         isolated: Settings, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
