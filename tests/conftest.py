@@ -4,13 +4,17 @@ Unit tests (tests/unit) need nothing running. Integration tests
 (tests/integration, marked ``integration``) use the real Kafka and Neo4j that
 ``make test`` starts once per run; each test gets its own topics, consumer
 groups and session scope through :func:`isolated` so tests never see each
-other's data.
+other's data; at the end of the run those topics (and the worker's changelog
+topics) are deleted and those scopes emptied, so a developer's stack does not
+accumulate them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from urllib.parse import urlparse
 
@@ -58,10 +62,40 @@ def unique() -> str:
     return uuid.uuid4().hex[:12]
 
 
+@pytest.fixture(scope="session")
+def _isolated_ids(stack: Settings) -> Iterator[list[str]]:
+    """The ids :func:`isolated` handed out; their topics and scopes are removed after the run."""
+    ids: list[str] = []
+    yield ids
+    if ids:
+        _remove_test_data(stack, ids)
+
+
+def _remove_test_data(settings: Settings, ids: list[str]) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    from provstream.connectors.neo4j_store import Neo4jStore
+
+    prefixes = tuple(p for u in ids for p in (f"test.{u}.", f"test-{u}-"))
+    with contextlib.suppress(Exception):  # best effort: a test that broke the stack must not hide its own failure
+        admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, client_id="provstream-tests")
+        try:
+            doomed = [t for t in admin.list_topics() if t.startswith(prefixes)]
+            for i in range(0, len(doomed), 50):
+                admin.delete_topics(doomed[i:i + 50])
+        finally:
+            admin.close()
+    with contextlib.suppress(Exception), Neo4jStore(settings.with_stack_secret()) as store:
+        for u in ids:
+            store.reset_graph(collection=f"test-{u}")
+
+
 @pytest.fixture
-def isolated(stack: Settings, unique: str) -> Settings:
+def isolated(stack: Settings, unique: str, _isolated_ids: list[str]) -> Settings:
     """Settings with this test's own topics, groups and collection; topics created."""
     from provstream.topics import ensure_topics
+
+    _isolated_ids.append(unique)
 
     s = replace(
         stack,
