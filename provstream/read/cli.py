@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from provstream.connectors.neo4j_store import Neo4jStore
 from provstream.errors import ProvstreamError, TraceNotFound
 from provstream.read import render_json
-from provstream.read.follow import follow
+from provstream.read.follow import follow, question_of_synthesis
 from provstream.read.listing import EMPTY, render_table, rows_json
 from provstream.read.live import TriplesTail
 from provstream.read.loader import load_trace
+from provstream.read.model import Trace
 from provstream.read.reader import TraceReader
 from provstream.read.render_text import render_trace
 from provstream.settings import Settings
@@ -100,14 +101,16 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
         _show(args, settings, waiting_ok=False)
         return 0
     with TriplesTail(settings) as tail:  # positioned before reading Neo4j: no step falls in between
-        _show(args, settings, waiting_ok=True)
+        trace = _show(args, settings, waiting_ok=True)
         print(f"following {args.uri} live; Ctrl-C to stop", file=sys.stderr, flush=True)
         user, collection = scope(args, settings)
+        known = [question_of_synthesis(iri) for iri, _ in getattr(trace, "subtraces", ())]
         return follow(tail, sys.stdout, user=user, collection=collection, question=args.uri,
-                      width=terminal_width())
+                      subtraces=[q for q in known if q is not None], width=terminal_width())
 
 
-def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> None:
+def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> Trace | None:
+    """Print the trace; return it (``None`` if not recorded yet and ``waiting_ok``)."""
     user, collection = scope(args, settings)
     try:
         with Neo4jStore(settings) as store, TraceReader(settings) as reader:
@@ -117,12 +120,13 @@ def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> 
             raise
         print(f"{args.uri} is not recorded yet for user {user!r} in collection {collection!r}; waiting",
               file=sys.stderr)
-        return
+        return None
     if args.format == "json":
         sys.stdout.write(render_json.dumps(trace))
     else:
         sys.stdout.write(render_trace(trace, terminal_width()))
     sys.stdout.flush()
+    return trace
 
 
 def show_main(argv: Sequence[str] | None = None) -> int:

@@ -142,3 +142,21 @@ def test_show_follow_waits_for_and_prints_only_its_trace(isolated: Settings, uni
         assert _interrupt(proc) == 0
     assert [line.split()[2] for line in lines] == ["question", "exploration", "focus", "synthesis"]  # one partition
     assert all(line.startswith(f"{unique}-rag  GraphRAG") for line in lines)
+
+
+def test_show_follow_of_an_agent_trace_follows_the_subtrace_its_iteration_called(
+        isolated: Settings, unique: str) -> None:
+    question = v.question_iri(v.Mechanism.AGENT, f"{unique}-parent")
+    args = [BIN / "tg-show-explain-trace", question, "-C", isolated.collection, "--follow"]
+    msgs = _messages(isolated, unique)
+    parent = [m for m in msgs if m.question == question]
+    sub = [m for m in msgs if m.session_id == f"{unique}-sub"]
+    with _running(args, isolated) as (proc, out, err):
+        _wait_for(err, "following")
+        _produce(isolated, msgs)
+        lines = _collect(out, len(parent) + len(sub))
+        assert _interrupt(proc) == 0
+    assert len([line for line in lines if line.startswith(f"{unique}-parent  Agent")]) == len(parent)
+    assert [line.split()[2] for line in lines if line.startswith(f"  {unique}-sub  DocRAG")] == [
+        "question", "exploration", "synthesis"]
+    assert len(lines) == len(parent) + len(sub), "nothing of the other sessions"
