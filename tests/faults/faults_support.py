@@ -74,7 +74,7 @@ class Pipeline:
 
     def add_worker(self) -> Child:
         self._count += 1
-        child = start_worker(self.settings, self.logs, f"worker{self._count}")
+        child = start_worker(self.settings, self.logs, f"worker{self._count}", "--log-level", "INFO")
         self.workers.append(child)
         return child
 
@@ -140,9 +140,34 @@ def wait_while_supervising(p: Pipeline, condition: Callable[[], bool], timeout: 
     while not condition():
         p.supervise()
         if time.monotonic() - began > timeout:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; {lag_report(p.settings)}")
         time.sleep(0.2)
     return time.monotonic() - began
+
+
+def lag_report(settings: Settings) -> str:
+    """Per partition: end offset and what the worker and sink groups committed (where a stall sits)."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    lines = []
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, client_id="provstream-faults-probe")
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False,
+                             client_id="provstream-faults-probe")
+    try:
+        for group, topic in ((settings.worker_app_id, settings.events_topic),
+                             (settings.sink_group, settings.triples_topic)):
+            parts = [TopicPartition(topic, n) for n in sorted(consumer.partitions_for_topic(topic) or ())]
+            ends = consumer.end_offsets(parts)
+            done = {tp: o.offset for tp, o in admin.list_group_offsets(group).get(group, {}).items()}
+            lines.append(f"{group} on {topic}: " + ", ".join(
+                f"p{tp.partition} {done.get(tp, -1)}/{ends[tp]}" for tp in parts))
+    except Exception as exc:  # a diagnosis must not hide the failure it explains
+        lines.append(f"no lag report ({type(exc).__name__}: {exc})")
+    finally:
+        consumer.close(autocommit=False)
+        admin.close()
+    return "committed/end per partition: " + "; ".join(lines)
 
 
 class Timeline:
