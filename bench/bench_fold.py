@@ -7,7 +7,8 @@ long it takes until every triples message is on the triples topic.
     .venv/bin/python bench/bench_fold.py [--events 100000] [--batch-size 1000 ...] [--profile DIR]
 
 Prints one line per run: events, seconds (from "ready" to the last triples
-message) and events/s. ``--batch-size 1`` is per-event processing. With
+message), events/s, and the workers' CPU time per event over the same span
+(less sensitive than events/s to other load on a shared box). ``--batch-size 1`` is per-event processing. With
 ``--profile DIR`` the worker runs under cProfile and the top functions are
 printed. ``--workers N`` runs N workers in one group. Topics are named
 ``bench.<id>.*`` and deleted after the run.
@@ -99,7 +100,15 @@ def wait_ready(proc: subprocess.Popen[str]) -> None:
     raise SystemExit(f"worker exited with {proc.wait()} before it was ready")
 
 
-def run_once(base: Settings, events: int, batch_size: int, workers: int, profile: Path | None) -> tuple[int, float]:
+def cpu_seconds(proc: subprocess.Popen[str]) -> float:
+    """User + system CPU time of a running process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(
+    base: Settings, events: int, batch_size: int, workers: int, profile: Path | None
+) -> tuple[int, float, float]:
     run_id = uuid.uuid4().hex[:8]
     workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"provstream-bench-{run_id}"
     workdir.mkdir(parents=True)
@@ -114,11 +123,12 @@ def run_once(base: Settings, events: int, batch_size: int, workers: int, profile
         for proc in procs:
             wait_ready(proc)
         ready = time.monotonic()
+        cpu_ready = sum(cpu_seconds(p) for p in procs)
         while (done := total_end_offset(consumer, s.triples_topic)) < sent:
             if any(p.poll() is not None for p in procs) or time.monotonic() - ready > 900:
                 raise SystemExit(f"a worker stopped or stalled at {done}/{sent} (logs in {workdir})")
             time.sleep(0.05)
-        return sent, time.monotonic() - ready
+        return sent, time.monotonic() - ready, sum(cpu_seconds(p) for p in procs) - cpu_ready
     finally:
         consumer.close()
         for proc in procs:
@@ -158,9 +168,10 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
     for batch in args.batch_size:
         print(f"batch size {batch}:", flush=True)
-        sent, seconds = run_once(base, args.events, batch, args.workers, args.profile)
+        sent, seconds, cpu = run_once(base, args.events, batch, args.workers, args.profile)
         print(f"batch size {batch}, {args.workers} worker(s): {sent} events in {seconds:.2f}s "
-              f"= {sent / seconds:,.0f} events/s", flush=True)
+              f"= {sent / seconds:,.0f} events/s; worker CPU {cpu:.2f}s = {cpu / sent * 1e6:.0f} µs/event "
+              f"(load average {os.getloadavg()[0]:.2f})", flush=True)
         if args.profile:
             show_profile(args.profile / f"worker-{batch}-0.prof")
 
