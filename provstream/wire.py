@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from provstream import codec
+from provstream import codec, vocab
 from provstream import events as ev
 from provstream.errors import DecodeError, EncodeError
 from provstream.triples import (
@@ -166,7 +166,125 @@ def triples_from_avro(record: dict[str, Any]) -> StepTriples:
 
 
 def encode_triples(msg: StepTriples) -> bytes:
+    """The single-object ``StepTriples`` message: byte for byte what fastavro writes, about 3x faster.
+
+    The body is written directly (:func:`_step_triples_body`) when the current
+    schema is the one that function was written for; any value it does not
+    take (a wrong type, an out-of-range number, an unencodable string) goes
+    through ``triples_to_avro`` and fastavro instead, which encodes it or raises
+    :class:`EncodeError` exactly as before.
+    """
+    if _DIRECT_TRIPLES:
+        try:
+            return _TRIPLES_HEADER + _step_triples_body(msg)
+        except Exception:  # noqa: BLE001, S110 - the general path decides (encodes or raises EncodeError)
+            pass
     return codec.encode(codec.STEP_TRIPLES, _to_record(triples_to_avro, msg))
+
+
+# -- direct StepTriples writer ----------------------------------------------
+# Avro binary encoding (spec, "Binary Encoding"): int/long are zig-zag varints,
+# string = long byte length + UTF-8, enum = int index, union = long branch
+# index + value, boolean = one byte, array = long count + items, then 0 (empty:
+# just 0), record = its fields in schema order. Written for this canonical
+# form of provstream.StepTriples; a schema change disables it (the fingerprint
+# differs) until it is updated, and tests/unit/test_wire_triples.py checks it
+# against fastavro byte for byte.
+DIRECT_TRIPLES_FINGERPRINT = "537f9d68b2e5e159"
+_TRIPLES_HEADER = codec.MAGIC + codec.current_fingerprint(codec.STEP_TRIPLES)
+_DIRECT_TRIPLES = codec.current_fingerprint(codec.STEP_TRIPLES).hex() == DIRECT_TRIPLES_FINGERPRINT
+_INT_MIN, _INT_MAX, _LONG_MIN, _LONG_MAX = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
+
+
+def _zigzag(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL = [_zigzag(n) for n in range(4096)]  # varints of 0..4095 (string lengths, counts, small ints)
+_MECHANISM = {m.value: _zigzag(i) for i, m in enumerate(Mechanism)}
+_STATE = {st.value: _zigzag(i) for i, st in enumerate(SessionState)}
+
+
+def _long(n: int, low: int = _LONG_MIN, high: int = _LONG_MAX) -> bytes:
+    if type(n) is not int or not low <= n <= high:
+        raise TypeError(f"not an Avro number: {n!r}")
+    return _SMALL[n] if 0 <= n < 4096 else _zigzag(n)
+
+
+def _int(n: int) -> bytes:
+    return _long(n, _INT_MIN, _INT_MAX)
+
+
+def _string(value: str) -> bytes:
+    data = value.encode()
+    n = len(data)
+    return (_SMALL[n] if n < 4096 else _zigzag(n)) + data
+
+
+_STRINGS: dict[str, bytes] = {}  # encoded constants: vocabulary IRIs, datatypes
+
+
+def _cached(value: str) -> bytes:
+    found = _STRINGS.get(value)
+    return found if found is not None else _string(value)
+
+
+def _optional(value: str | None) -> bytes:
+    """A ``["null", "string"]`` union."""
+    return b"\x00" if value is None else b"\x02" + _cached(value)
+
+
+def _term(o: Term) -> bytes:
+    """A ``provstream.Term`` record: kind, value, datatype, language, triple."""
+    t = type(o)
+    if t is Iri:
+        return b"\x00" + _cached(o.value) + b"\x00\x00\x00"  # type: ignore[union-attr]
+    if t is Literal:
+        return b"\x02" + _string(o.value) + _optional(o.datatype) + _optional(o.language) + b"\x00"  # type: ignore[union-attr]
+    if t is not QuotedTriple:
+        raise TypeError(f"not a term: {o!r}")
+    q, qo = o, o.o  # type: ignore[union-attr]
+    head = b"\x04\x00\x00\x00\x02" + _cached(q.s.value) + _cached(q.p.value)  # type: ignore[union-attr]
+    if type(qo) is Iri:
+        return head + b"\x00" + _string(qo.value) + b"\x00\x00"
+    if type(qo) is not Literal:
+        raise TypeError(f"not a quoted object: {qo!r}")
+    return head + b"\x02" + _string(qo.value) + _optional(qo.datatype) + _optional(qo.language)
+
+
+def _step_triples_body(msg: StepTriples) -> bytes:
+    st = msg.status
+    triples = msg.triples
+    parts = [
+        _string(msg.event_id), _string(msg.session_id), _MECHANISM[msg.mechanism.value], _long(msg.seq),
+        _string(msg.user), _string(msg.collection), _string(msg.question), _cached(msg.graph),
+    ]
+    if triples:
+        parts.append(_long(len(triples)))
+        for t in triples:
+            parts += (_cached(t.s.value), _cached(t.p.value), _term(t.o))
+    parts.append(b"\x00")
+    parts += (_STATE[st.state.value], _int(st.steps),
+              b"\x00" if st.expected is None else b"\x02" + _int(st.expected), _int(st.late))
+    missing = st.missing
+    if missing:
+        parts.append(_long(len(missing)))
+        parts += [_int(i) for i in missing]
+    parts.append(b"\x00")
+    if type(msg.duplicate) is not bool:
+        raise TypeError(f"not a boolean: {msg.duplicate!r}")
+    parts.append(b"\x01" if msg.duplicate else b"\x00")
+    return b"".join(parts)
+
+
+_STRINGS.update((s, _string(s)) for name, s in vars(vocab).items() if type(s) is str and not name.startswith("_"))
+_STRINGS.update((s, _string(s)) for m in Mechanism for s in (m.question_type,))
 
 
 def decode_triples(data: bytes) -> StepTriples:

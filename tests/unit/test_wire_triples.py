@@ -1,0 +1,110 @@
+"""The direct StepTriples writer: byte for byte what fastavro writes, and the same errors."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from provstream import codec, wire
+from provstream import events as ev
+from provstream.errors import EncodeError
+from provstream.streams import trajectories
+from provstream.streams.fold import fold
+from provstream.triples import Iri, Literal, QuotedTriple, SessionState, SessionStatus, StepTriples, Triple
+from provstream.vocab import Mechanism
+
+CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
+
+
+def fastavro_bytes(msg: StepTriples) -> bytes:
+    return codec.encode(codec.STEP_TRIPLES, wire.triples_to_avro(msg))
+
+
+def direct_bytes(msg: StepTriples) -> bytes:
+    """The direct writer alone (``encode_triples`` would hide its failures behind fastavro)."""
+    return wire._TRIPLES_HEADER + wire._step_triples_body(msg)
+
+
+def test_the_direct_writer_is_on_for_the_current_schema() -> None:
+    # A schema change turns it off (fingerprint mismatch); update _step_triples_body and this fingerprint.
+    assert codec.current_fingerprint(codec.STEP_TRIPLES).hex() == wire.DIRECT_TRIPLES_FINGERPRINT
+    assert wire._DIRECT_TRIPLES
+
+
+strings = st.text() | st.sampled_from(["", "http://www.w3.org/ns/prov#Entity", "x" * 5000, "é🎸" * 1500])
+optional = st.none() | strings
+terms: st.SearchStrategy[Any] = st.one_of(
+    st.builds(Iri, strings),
+    st.builds(Literal, strings, optional, optional),
+    st.builds(QuotedTriple, st.builds(Iri, strings), st.builds(Iri, strings),
+              st.builds(Iri, strings) | st.builds(Literal, strings, optional, optional)),
+)
+ints = st.integers(-(2**31), 2**31 - 1)
+messages = st.builds(
+    StepTriples, strings, strings, st.sampled_from(Mechanism), st.integers(-(2**63), 2**63 - 1), strings, strings,
+    strings, st.lists(st.builds(Triple, st.builds(Iri, strings), st.builds(Iri, strings), terms), max_size=6)
+    .map(tuple),
+    st.builds(SessionStatus, st.sampled_from(SessionState), ints, st.none() | ints, ints,
+              st.lists(ints, max_size=5).map(tuple)),
+    st.booleans(), strings,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages)
+def test_any_message_is_written_as_fastavro_writes_it(msg: StepTriples) -> None:
+    assert direct_bytes(msg) == fastavro_bytes(msg)
+    assert wire.decode_triples(wire.encode_triples(msg)) == msg
+
+
+PAYLOADS: list[ev.Payload] = [
+    ev.AgentQuestion("q?"), ev.AgentIteration(1),
+    ev.AgentIteration(3, "think", "Search", '{"input": "x"}', "saw", (1, 2), ev.SubTrace(Mechanism.DOCRAG, "d-1")),
+    ev.AgentConclusion("answer", 5), ev.GraphRagQuestion("g?"), ev.GraphRagExploration(7),
+    ev.GraphRagFocus((ev.SelectedEdge("http://x/s", "http://x/p", "lit", "why"), ev.SelectedEdge("a:b", "a:c", "a:d"))),
+    ev.GraphRagSynthesis("s"), ev.DocRagQuestion("d?"), ev.DocRagExploration(2**40, ("c1", "c2")),
+    ev.DocRagSynthesis(""),
+]
+
+
+def test_every_folded_step_is_written_as_fastavro_writes_it() -> None:
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    events = [ev.Event(f"e{n}", f"p-{ev.MECHANISM_OF[type(p)].value}", ev.MECHANISM_OF[type(p)], n, start, p, "u", "c")
+              for n, p in enumerate(PAYLOADS)]
+    for n, record in enumerate(trajectories.load(CORPUS)):
+        events += trajectories.trajectory_events(record, f"s{n}", start)
+    states: dict[str, Any] = {}
+    for e in events:
+        state, step = fold(states.get(e.session_id), e)
+        states[e.session_id] = state
+        assert direct_bytes(step) == wire.encode_triples(step) == fastavro_bytes(step)
+
+
+GOOD = StepTriples("e", "s", Mechanism.AGENT, 1, "u", "c", "urn:q",
+                   (Triple(Iri("urn:a"), Iri("urn:p"), Literal("v")),), SessionStatus(SessionState.OPEN, 1))
+
+
+@pytest.mark.parametrize("change", [
+    {"seq": 2**63}, {"seq": "1"}, {"mechanism": "AGENT"}, {"user": b"u"}, {"duplicate": 1},
+    {"status": SessionStatus(SessionState.OPEN, 2**31)}, {"status": SessionStatus("OPEN", 1)},  # type: ignore[arg-type]
+    {"triples": (Triple(Iri("urn:a"), Iri("urn:p"), "v"),)},  # type: ignore[arg-type]
+    {"triples": (Triple(Iri("urn:a"), Iri(5), Iri("urn:o")),)},  # type: ignore[arg-type]
+    {"question": "\ud800"},
+], ids=str)
+def test_values_it_does_not_take_go_through_fastavro(change: dict[str, Any]) -> None:
+    msg = dataclasses.replace(GOOD, **change)
+    try:
+        expected: bytes | type[Exception] = fastavro_bytes(msg)
+    except Exception:  # noqa: BLE001
+        expected = EncodeError
+    if expected is EncodeError:
+        with pytest.raises(EncodeError):
+            wire.encode_triples(msg)
+    else:
+        assert wire.encode_triples(msg) == expected
