@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -102,7 +102,7 @@ def _record(state: FoldState, key: str, event: ev.Event) -> FoldState:
     steps = tuple(sorted(state.steps + ((key, event.event_id),)))
     p = event.payload
     expected = p.iterations if isinstance(p, ev.AgentConclusion) else state.iterations
-    return replace(state, steps=steps, iterations=expected)
+    return FoldState(state.mechanism, state.user, state.collection, steps, expected)  # dataclasses.replace is slow
 
 
 def status(state: FoldState) -> SessionStatus:
@@ -206,15 +206,27 @@ def step_triples(event: ev.Event) -> list[Triple]:
     return _synthesis(event.mechanism, sid, p.content)
 
 
-def _t(s: str, p: str, o: Iri | Literal | QuotedTriple) -> Triple:
-    return Triple(Iri(s), Iri(p), o)
+# Vocabulary IRIs are built once: terms are immutable, so triples can share them.
+_IRIS: dict[str, Iri] = {
+    value: Iri(value) for name, value in vars(v).items() if type(value) is str and not name.startswith("_")
+} | {m.question_type: Iri(m.question_type) for m in v.Mechanism}
 
 
-def _types(s: str, *types: str) -> list[Triple]:
-    return [_t(s, v.RDF_TYPE, Iri(t)) for t in types]
+def _iri(value: str) -> Iri:
+    found = _IRIS.get(value)
+    return found if found is not None else Iri(value)
 
 
-def _text(s: str, p: str, value: str) -> list[Triple]:
+def _t(s: Iri, p: str, o: Iri | Literal | QuotedTriple) -> Triple:
+    return Triple(s, _iri(p), o)
+
+
+def _types(s: Iri, *types: str) -> list[Triple]:
+    rdf_type = _IRIS[v.RDF_TYPE]
+    return [Triple(s, rdf_type, _iri(t)) for t in types]
+
+
+def _text(s: Iri, p: str, value: str) -> list[Triple]:
     return [_t(s, p, Literal(value))] if value else []
 
 
@@ -224,7 +236,7 @@ def xsd_datetime(moment: datetime) -> str:
 
 
 def _question(event: ev.Event) -> list[Triple]:
-    q = v.question_iri(event.mechanism, event.session_id)
+    q = Iri(v.question_iri(event.mechanism, event.session_id))
     query = event.payload.query  # type: ignore[union-attr]
     return [
         *_types(q, v.PROV_ACTIVITY, v.TG_QUESTION, event.mechanism.question_type),
@@ -234,7 +246,7 @@ def _question(event: ev.Event) -> list[Triple]:
 
 
 def _iteration(sid: str, p: ev.AgentIteration) -> list[Triple]:
-    a = v.analysis_iri(sid, p.iteration)
+    a = Iri(v.analysis_iri(sid, p.iteration))
     sources = [v.analysis_iri(sid, u) for u in sorted(set(p.used))] or [_previous(sid, p.iteration)]
     if p.subtrace is not None:
         sources.append(v.synthesis_iri(p.subtrace.mechanism, p.subtrace.session_id))
@@ -253,7 +265,7 @@ def _previous(sid: str, iteration: int) -> str:
 
 
 def _conclusion(sid: str, p: ev.AgentConclusion) -> list[Triple]:
-    c = v.conclusion_iri(sid)
+    c = Iri(v.conclusion_iri(sid))
     return [
         *_types(c, v.PROV_ENTITY, v.TG_CONCLUSION),
         _t(c, v.TG_ANSWER, Literal(p.answer)),
@@ -262,7 +274,7 @@ def _conclusion(sid: str, p: ev.AgentConclusion) -> list[Triple]:
 
 
 def _exploration(m: v.Mechanism, sid: str, p: ev.GraphRagExploration | ev.DocRagExploration) -> list[Triple]:
-    e = v.exploration_iri(m, sid)
+    e = Iri(v.exploration_iri(m, sid))
     out = [*_types(e, v.PROV_ENTITY, v.TG_EXPLORATION), _t(e, v.PROV_WAS_GENERATED_BY, Iri(v.question_iri(m, sid)))]
     if isinstance(p, ev.GraphRagExploration):
         return [*out, _t(e, v.TG_EDGE_COUNT, Literal(str(p.edge_count), v.XSD_INTEGER))]
@@ -274,14 +286,14 @@ def _exploration(m: v.Mechanism, sid: str, p: ev.GraphRagExploration | ev.DocRag
 
 
 def _focus(sid: str, p: ev.GraphRagFocus) -> list[Triple]:
-    f = v.focus_iri(sid)
+    f = Iri(v.focus_iri(sid))
     out = [*_types(f, v.PROV_ENTITY, v.TG_FOCUS),
            _t(f, v.PROV_WAS_DERIVED_FROM, Iri(v.exploration_iri(v.Mechanism.GRAPHRAG, sid)))]
     for i, edge in enumerate(p.edges, start=1):
-        node = v.edge_iri(sid, i)
+        node = Iri(v.edge_iri(sid, i))
         obj: Iri | Literal = Iri(edge.object) if _IRI_LIKE.match(edge.object) else Literal(edge.object)
         out += [
-            _t(f, v.TG_SELECTED_EDGE, Iri(node)),
+            _t(f, v.TG_SELECTED_EDGE, node),
             _t(node, v.TG_EDGE, QuotedTriple(Iri(edge.subject), Iri(edge.predicate), obj)),
             *_text(node, v.TG_REASONING, edge.reasoning),
         ]
@@ -289,7 +301,7 @@ def _focus(sid: str, p: ev.GraphRagFocus) -> list[Triple]:
 
 
 def _synthesis(m: v.Mechanism, sid: str, content: str) -> list[Triple]:
-    s = v.synthesis_iri(m, sid)
+    s = Iri(v.synthesis_iri(m, sid))
     source = v.focus_iri(sid) if m is v.Mechanism.GRAPHRAG else v.exploration_iri(m, sid)
     return [*_types(s, v.PROV_ENTITY, v.TG_SYNTHESIS), _t(s, v.TG_CONTENT, Literal(content)),
             _t(s, v.PROV_WAS_DERIVED_FROM, Iri(source))]
