@@ -1,0 +1,95 @@
+"""The recovery fix: stream partitions are resumed only after the seek and after the queues were cleared."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from faust.tables.recovery import Recovery
+
+from provstream.streams import faust_fixes
+
+STREAM = ("events", 0)
+CHANGELOG = ("app-sessions-changelog", 0)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, name: str) -> Any:
+        def record(*args: Any, **kwargs: Any) -> None:
+            self.calls.append(name + (f" {sorted(args[0])}" if args and isinstance(args[0], set) else ""))
+        return record
+
+
+class FakeRecovery:
+    def __init__(self, calls: Recorder, generation: int = 3) -> None:
+        seek_done = asyncio.Event()
+
+        async def perform_seek() -> None:
+            calls("seek start")()
+            await asyncio.sleep(0)  # the fetcher could run here: nothing of the streams may be resumed yet
+            calls("seek end")()
+            seek_done.set()
+
+        async def maybe_start() -> None:
+            calls("fetcher")()
+
+        async def send() -> None:
+            calls("rebalance complete")()
+
+        class Table:
+            async def on_recovery_completed(self, actives: Any, standbys: Any) -> None:
+                calls("table recovered")()
+
+        table = Table()
+        self.log = type("Log", (), {"info": lambda *a: None, "warning": lambda *a: None, "dev": lambda *a: None})()
+        self.tables = type("Tables", (), {"values": lambda s: [table], "on_actives_ready": calls("actives ready"),
+                                          "on_standbys_ready": calls("standbys ready")})()
+        self.actives_for_table = {table: set()}
+        self.standbys_for_table = {table: set()}
+        self.completed = type("Done", (), {"set": calls("completed")})()
+        consumer = type("Consumer", (), {
+            "assignment": lambda s: {STREAM, CHANGELOG}, "perform_seek": lambda s: perform_seek(),
+            "resume_partitions": lambda s, tps: calls("resume partitions")(set(tps)),
+            "resume_flow": calls("resume flow")})()
+        self.app = type("App", (), {
+            "consumer": consumer, "consumer_generation_id": generation,
+            "conf": type("Conf", (), {"broker_request_timeout": 5})(),
+            "flow_control": type("Flow", (), {"resume": calls("clear queues and resume")})(),
+            "_fetcher": type("Fetcher", (), {"maybe_start": lambda s: maybe_start()})(),
+            "assignor": type("Assignor", (), {"assigned_standbys": lambda s: set()})(),
+            "on_rebalance_end": calls("rebalance end"),
+            "on_rebalance_complete": type("Signal", (), {"send": lambda s: send()})(),
+        })()
+        self._set_recovery_ended = calls("recovery ended")
+
+    def _is_changelog_tp(self, tp: Any) -> bool:
+        return bool(tp[0].endswith("-changelog"))
+
+    async def _wait(self, coro: Any, timeout: float) -> None:
+        await coro
+
+
+def test_streams_resume_only_after_the_seek_and_the_queue_clear() -> None:
+    for method in (faust_fixes.on_recovery_completed, faust_fixes._resume_streams):
+        calls = Recorder()
+        asyncio.run(method(FakeRecovery(calls), 3))
+        order = calls.calls
+        resume = order.index(f"resume partitions {[STREAM]}")
+        assert order.index("seek end") < order.index("clear queues and resume") < resume < order.index("resume flow")
+        assert "seek start" in order and order[-1] == "rebalance end"
+
+
+def test_a_newer_rebalance_leaves_the_partitions_paused() -> None:
+    calls = Recorder()
+    asyncio.run(faust_fixes.on_recovery_completed(FakeRecovery(calls, generation=4), 3))
+    assert not any(c.startswith(("resume", "seek")) for c in calls.calls)
+
+
+def test_apply_patches_faust_once() -> None:
+    faust_fixes.apply()
+    faust_fixes.apply()
+    assert Recovery.on_recovery_completed is faust_fixes.on_recovery_completed
+    assert Recovery._resume_streams is faust_fixes._resume_streams
