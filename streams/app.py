@@ -42,6 +42,7 @@ import faust
 from faust.types import EventT, StreamT
 
 from provstream.settings import Settings
+from provstream.streams import eager_delivery
 from provstream.streams.batch import Accepted, Message, Rejected, fold_batch
 from provstream.streams.fold import FoldState
 
@@ -68,6 +69,7 @@ def datadir(settings: Settings, options: WorkerOptions) -> Path:
 
 def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> faust.App:
     """A Faust app wired from ``settings`` (no environment reads here)."""
+    eager_delivery.install()
     app = faust.App(settings.worker_app_id, **_config(settings, options))
     events = _raw_topic(app, settings.events_topic)
     fold = _Fold(
