@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from faust.types import Message
+
 from provstream.commands import worker as worker_cmd
 from provstream.settings import Settings
 from provstream.streams.app import ERROR_HEADER, SOURCE_HEADERS, TABLE, WorkerOptions, create_app, dead_letter_headers
@@ -25,6 +27,20 @@ def test_the_app_is_built_from_settings_only(tmp_path: Path) -> None:
     assert table.changelog_topic.get_topic_name() == "fold-x-sessions-changelog"
     [agent] = app.agents.values()
     assert {t for t in agent.channel.topics} == {"ev"}
+
+
+def test_events_are_read_as_the_raw_bytes_on_the_wire(tmp_path: Path) -> None:
+    app = create_app(replace(Settings(), events_topic="ev", stack_dir=tmp_path))
+    [agent] = app.agents.values()
+    schema = agent.channel.schema
+    def message(key: bytes | None, value: bytes | None) -> Message:
+        return Message("ev", 0, 7, 0.0, 0, [], key, value, None)
+
+    for m in (message(b"s-1", b"\xc3\x01body"), message(None, None)):
+        assert schema.loads_key(app, m) == m.key and schema.loads_value(app, m) == m.value
+        registry = app.serializers  # what key_serializer/value_serializer "raw" would give
+        assert registry.loads_key(None, m.key, serializer="raw") == m.key
+        assert registry.loads_value(None, m.value, serializer="raw") == m.value
 
 
 def test_no_data_dir_in_the_working_directory(tmp_path: Path) -> None:
