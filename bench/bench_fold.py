@@ -13,12 +13,7 @@ message), events/s, and the workers' CPU time per event over the same span
 printed. ``--workers N`` runs N workers in one group. Topics are named
 ``bench.<id>.*`` and deleted after the run.
 
-Measured here (2 cores shared with Kafka, Neo4j and other work, load 2-5):
-100k events, batch 1000: 938 events/s; 20k events: batch 1000 753 events/s,
-per-event 372 events/s; 2 workers 845 events/s (no gain: the cores are
-saturated). One worker uses ~0.8 ms of CPU per event: Avro encode of the
-triples message ~0.1-0.14 ms, decode ~0.05 ms, fold ~0.07 ms, the rest
-Faust's per-message path (conductor, stream, acks, sensors) and aiokafka.
+Figures and what bounds the worker: BENCHMARKS.md, "Fold worker".
 """
 
 from __future__ import annotations
