@@ -20,12 +20,17 @@ Batching (``stream.take_events``) writes the table outside Faust's
 per-event context, so the table uses ``use_partitioner=True``: its changelog
 partition comes from the key through the producer's murmur2 partitioner, the
 same one the emitter uses, so with equal partition counts (checked at start)
-a session's state stays co-partitioned with its events. Chosen by
-``bench/bench_fold.py`` (20k events, same shared 2-core box, same minute):
-batches of up to 1000 ran 753 events/s, per-event processing 372 events/s.
-The worker is CPU-bound in one Python process: about half of its time is the
-Avro decode / fold / encode of each event, the rest Faust's and aiokafka's
-per-message work. ``--batch-size 1`` keeps per-event processing available.
+a session's state stays co-partitioned with its events. Batching was chosen
+by ``bench/bench_fold.py`` (batches of up to 1000 about twice the events/s of
+per-event processing); ``--batch-size 1`` keeps per-event processing
+available. The worker is CPU-bound in one Python process (figures and profile
+in BENCHMARKS.md).
+
+Two changes to Faust's own machinery are installed by :func:`create_app`:
+:mod:`.eager_delivery` (the fetcher hands a message to the stream without
+four asyncio tasks when the buffer has room) and :mod:`.faust_fixes` (after a
+rebalance the events partitions are seeked before they are resumed; Faust's
+order could drop an event or stall the commits, see that module).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import faust
 from faust.types import EventT, StreamT
 
 from provstream.settings import Settings
-from provstream.streams import eager_delivery
+from provstream.streams import eager_delivery, faust_fixes
 from provstream.streams.batch import Accepted, Message, Rejected, fold_batch
 from provstream.streams.fold import FoldState
 
@@ -70,6 +75,7 @@ def datadir(settings: Settings, options: WorkerOptions) -> Path:
 def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> faust.App:
     """A Faust app wired from ``settings`` (no environment reads here)."""
     eager_delivery.install()
+    faust_fixes.apply()
     app = faust.App(settings.worker_app_id, **_config(settings, options))
     events = _raw_topic(app, settings.events_topic)
     fold = _Fold(
@@ -166,6 +172,8 @@ class _Fold:
             os._exit(75)
 
     async def _handle(self, batch: Sequence[EventT]) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("batch of %d: %s", len(batch), offset_ranges(e.message for e in batch))
         result = fold_batch([Message(e.message.key, e.message.value) for e in batch], self._lookup, self.max_bytes)
         for session_id, state in result.changed.items():
             self.table[session_id.encode()] = state.to_dict()
@@ -185,6 +193,14 @@ class _Fold:
     def _lookup(self, session_id: str) -> FoldState | None:
         data = self.table.get(session_id.encode())
         return None if data is None else FoldState.from_dict(data)
+
+
+def offset_ranges(messages: Any) -> str:
+    """``topic/partition first..last`` per partition of a batch (for debug logs)."""
+    ranges: dict[tuple[str, int], list[int]] = {}
+    for m in messages:
+        ranges.setdefault((m.topic, m.partition), []).append(m.offset)
+    return ", ".join(f"{t}/{p} {min(o)}..{max(o)} ({len(o)})" for (t, p), o in sorted(ranges.items()))
 
 
 def _delivered(delivery: asyncio.Future[Any]) -> None:

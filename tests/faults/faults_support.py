@@ -167,7 +167,49 @@ def lag_report(settings: Settings) -> str:
     finally:
         consumer.close(autocommit=False)
         admin.close()
-    return "committed/end per partition: " + "; ".join(lines)
+    history = commit_history(settings, settings.worker_app_id, settings.events_topic)
+    return "committed/end per partition: " + "; ".join(lines) + "; worker commits (time partition offset): " + \
+        " ".join(f"{t} p{p} {o}" for t, p, o in history[-40:])
+
+
+def commit_history(settings: Settings, group: str, topic: str) -> list[tuple[str, int, int]]:
+    """(UTC time, partition, offset) of every offset commit of ``group`` on ``topic``, oldest first.
+
+    Read from ``__consumer_offsets`` (OffsetCommit key v0/v1: group, topic,
+    partition; value: version, offset, ...), for diagnosing a stall or a loss.
+    """
+    import struct
+    from datetime import UTC, datetime
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    def text(b: bytes, i: int) -> tuple[str, int]:
+        n = struct.unpack_from(">h", b, i)[0]
+        return b[i + 2:i + 2 + n].decode(), i + 2 + n
+
+    rows: list[tuple[int, int, int]] = []
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False, group_id=None,
+                             exclude_internal_topics=False, client_id="provstream-faults-probe")
+    try:
+        parts = [TopicPartition("__consumer_offsets", n) for n in consumer.partitions_for_topic("__consumer_offsets")]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        ends = consumer.end_offsets(parts)
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            for records in consumer.poll(1000).values():
+                for r in records:
+                    if r.key is None or r.value is None or struct.unpack_from(">h", r.key, 0)[0] > 1:
+                        continue
+                    g, i = text(r.key, 2)
+                    t, i = text(r.key, i)
+                    if g == group and t == topic:
+                        rows.append((r.timestamp, struct.unpack_from(">i", r.key, i)[0],
+                                     struct.unpack_from(">q", r.value, 2)[0]))
+    except Exception:  # a diagnosis must not hide the failure it explains
+        return []
+    finally:
+        consumer.close(autocommit=False)
+    return [(datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3], p, o) for ms, p, o in sorted(rows)]
 
 
 class Timeline:
