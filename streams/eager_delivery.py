@@ -1,4 +1,4 @@
-"""The worker's one Faust patch: hand a fetched message to the streams without four tasks.
+"""A Faust patch for speed: hand a fetched message to the streams without four tasks.
 
 faust-streaming 0.15.3's fetcher (``Consumer._drain_messages``) delivers every
 message with ``await self.wait_first(callback(message),
