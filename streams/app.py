@@ -26,11 +26,9 @@ per-event processing); ``--batch-size 1`` keeps per-event processing
 available. The worker is CPU-bound in one Python process (figures and profile
 in BENCHMARKS.md).
 
-Two changes to Faust's own machinery are installed by :func:`create_app`:
-:mod:`.eager_delivery` (the fetcher hands a message to the stream without
-four asyncio tasks when the buffer has room) and :mod:`.faust_fixes` (after a
-rebalance the events partitions are seeked before they are resumed; Faust's
-order could drop an event or stall the commits, see that module).
+:func:`create_app` installs :mod:`.faust_fixes`: after a rebalance the events
+partitions are seeked before they are resumed (Faust's order could drop an
+event or stall the commits, see that module).
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ import faust
 from faust.types import EventT, StreamT
 
 from provstream.settings import Settings
-from provstream.streams import eager_delivery, faust_fixes
+from provstream.streams import faust_fixes
 from provstream.streams.batch import Accepted, Message, Rejected, fold_batch
 from provstream.streams.fold import FoldState
 
@@ -74,7 +72,6 @@ def datadir(settings: Settings, options: WorkerOptions) -> Path:
 
 def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> faust.App:
     """A Faust app wired from ``settings`` (no environment reads here)."""
-    eager_delivery.install()
     faust_fixes.apply()
     app = faust.App(settings.worker_app_id, **_config(settings, options))
     events = _raw_topic(app, settings.events_topic)
