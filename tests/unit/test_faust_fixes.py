@@ -93,3 +93,38 @@ def test_apply_patches_faust_once() -> None:
     faust_fixes.apply()
     assert Recovery.on_recovery_completed is faust_fixes.on_recovery_completed
     assert Recovery._resume_streams is faust_fixes._resume_streams
+
+
+# -- the worker's offset guard -------------------------------------------------------
+
+class Msg:
+    def __init__(self, partition: int, offset: int, generation: int = 1) -> None:
+        self.topic, self.partition, self.offset, self.generation_id = "events", partition, offset, generation
+        self.tp = ("events", partition)
+
+
+class Ev:
+    def __init__(self, partition: int, offset: int, generation: int = 1) -> None:
+        self.message = Msg(partition, offset, generation)
+
+
+def test_the_guard_accepts_contiguous_offsets_and_redeliveries() -> None:
+    from provstream.streams.app import OffsetGuard
+
+    guard = OffsetGuard()
+    committed = {("events", 0): 10}.get
+    assert guard.check([Ev(0, 10), Ev(0, 11), Ev(1, 3)], committed) == ""  # p1: nothing committed yet
+    assert guard.check([Ev(0, 12), Ev(1, 4)], committed) == ""
+    assert guard.check([Ev(0, 9), Ev(0, 10)], committed) == "", "going back (a seek, a redelivery) is fine"
+
+
+def test_the_guard_names_a_hole_after_the_last_event_or_the_committed_offset() -> None:
+    from provstream.streams.app import OffsetGuard
+
+    guard = OffsetGuard()
+    committed = {("events", 0): 65, ("events", 1): 7}.get
+    assert guard.check([Ev(0, 65), Ev(0, 66)], committed) == ""
+    assert guard.check([Ev(0, 67), Ev(0, 284)], committed) == "events/0 68..283"
+    fresh = OffsetGuard()
+    assert fresh.check([Ev(1, 8)], committed) == "events/1 7..7", "the very first event must be the committed one"
+    assert fresh.check([Ev(1, 2, generation=2)], {}.get) == "", "a new generation starts over"
