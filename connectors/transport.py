@@ -289,8 +289,7 @@ class KafkaTransport:
                 return
             key, value = item
             try:
-                data = value if isinstance(value, bytes) else value()
-                inflight.append((key, send(topic, value=data, key=key, partition=partition(key))))
+                inflight.append((key, send(topic, value=materialise(value), key=key, partition=partition(key))))
             except Exception as exc:  # metadata timeout, record too large, an encoding bug, ...
                 self._failed(key, exc)
             if len(inflight) >= _REAP_EVERY:

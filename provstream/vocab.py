@@ -152,3 +152,9 @@ def parse_question_iri(iri: str) -> tuple[Mechanism, str] | None:
 def local_name(iri: str) -> str:
     """``https://trustgraph.ai/ns/Analysis`` -> ``Analysis``."""
     return re.split(r"[#/:]", iri)[-1]
+
+
+def vocabulary() -> frozenset[str]:
+    """Every constant IRI/literal string of this module and the question types (for interning)."""
+    constants = {value for name, value in globals().items() if type(value) is str and not name.startswith("_")}
+    return frozenset(constants | {m.question_type for m in Mechanism})

@@ -283,8 +283,8 @@ def _step_triples_body(msg: StepTriples) -> bytes:
     return b"".join(parts)
 
 
-_STRINGS.update((s, _string(s)) for name, s in vars(vocab).items() if type(s) is str and not name.startswith("_"))
-_STRINGS.update((s, _string(s)) for m in Mechanism for s in (m.question_type,))
+
+_STRINGS.update((s, _string(s)) for s in vocab.vocabulary())
 
 
 def decode_triples(data: bytes) -> StepTriples:

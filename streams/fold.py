@@ -207,9 +207,7 @@ def step_triples(event: ev.Event) -> list[Triple]:
 
 
 # Vocabulary IRIs are built once: terms are immutable, so triples can share them.
-_IRIS: dict[str, Iri] = {
-    value: Iri(value) for name, value in vars(v).items() if type(value) is str and not name.startswith("_")
-} | {m.question_type: Iri(m.question_type) for m in v.Mechanism}
+_IRIS: dict[str, Iri] = {value: Iri(value) for value in v.vocabulary()}
 
 
 def _iri(value: str) -> Iri:

@@ -23,7 +23,6 @@ from provstream.triples import Iri, StepTriples
 
 HELD = 10_000
 SUB_INDENT = "  "
-_DERIVED = v.PROV + "wasDerivedFrom"
 
 
 def print_steps(messages: Iterable[StepTriples], out: TextIO, *, user: str, collection: str,
@@ -73,7 +72,7 @@ def linked_subtraces(msg: StepTriples) -> list[str]:
     """Question IRIs of the sub-traces whose Synthesis ``msg`` derives from."""
     found = []
     for t in msg.triples:
-        if t.p.value == _DERIVED and isinstance(t.o, Iri):
+        if t.p.value == v.PROV_WAS_DERIVED_FROM and isinstance(t.o, Iri):
             question = question_of_synthesis(t.o.value)
             if question is not None and question != msg.question:
                 found.append(question)
