@@ -4,14 +4,17 @@ Pre-loads N events (the bundled ReAct trajectories, cycled into N/5 sessions)
 on a fresh events topic, then starts one ``provstream worker`` and times how
 long it takes until every triples message is on the triples topic.
 
-    .venv/bin/python bench/bench_fold.py [--events 100000] [--batch-size 1000 ...] [--profile DIR]
+    .venv/bin/python bench/bench_fold.py [--events 100000] [--batch-size 1000 ...] [--mode helper in-process]
+        [--repeat N] [--profile DIR]
 
 Prints one line per run: events, seconds (from "ready" to the last triples
 message), events/s, and the workers' CPU time per event over the same span
-(less sensitive than events/s to other load on a shared box). ``--batch-size 1`` is per-event processing. With
-``--profile DIR`` the worker runs under cProfile and the top functions are
-printed. ``--workers N`` runs N workers in one group. Topics are named
-``bench.<id>.*`` and deleted after the run.
+(less sensitive than events/s to other load on a shared box; the worker's
+helper process included). ``--batch-size 1`` is per-event processing;
+``--mode in-process`` folds in the worker's own process. With ``--profile
+DIR`` the worker runs under cProfile and the top functions are printed.
+``--workers N`` runs N workers in one group. Topics are named ``bench.<id>.*``
+and deleted after the run.
 
 Figures and what bounds the worker: BENCHMARKS.md, "Fold worker".
 """
@@ -22,6 +25,7 @@ import argparse
 import os
 import pstats
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -80,9 +84,10 @@ def env(s: Settings) -> dict[str, str]:
     return {**os.environ, **{f"PROVSTREAM_{n.upper()}": str(getattr(s, n)) for n in names}}
 
 
-def start_worker(s: Settings, batch_size: int, profile: Path | None, n: int) -> subprocess.Popen[str]:
+def start_worker(s: Settings, batch_size: int, profile: Path | None, n: int, mode: str) -> subprocess.Popen[str]:
     prof = ["-m", "cProfile", "-o", str(profile / f"worker-{batch_size}-{n}.prof")] if profile else []
-    cmd = [sys.executable, *prof, "-m", "provstream", "worker", "--batch-size", str(batch_size)]
+    extra = ["--fold-in-process"] if mode == "in-process" else []
+    cmd = [sys.executable, *prof, "-m", "provstream", "worker", "--batch-size", str(batch_size), *extra]
     return subprocess.Popen(cmd, env=env(s), cwd=s.stack_dir, stdout=subprocess.PIPE, text=True,
                             stderr=(s.stack_dir / f"worker-{n}.log").open("w"))
 
@@ -96,13 +101,34 @@ def wait_ready(proc: subprocess.Popen[str]) -> None:
 
 
 def cpu_seconds(proc: subprocess.Popen[str]) -> float:
-    """User + system CPU time of a running process so far (Linux ``/proc``)."""
-    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User + system CPU time so far of a running worker and its helper processes (Linux ``/proc``)."""
+    return sum(_cpu(pid) for pid in {proc.pid, *descendants(proc.pid)})
+
+
+def _cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    pending = [pid]
+    while pending:
+        try:
+            files = Path(f"/proc/{pending.pop()}/task").glob("*/children")
+            pids = {int(c) for f in files for c in f.read_text().split()}
+        except (OSError, ValueError):
+            continue
+        pending.extend(pids - found)
+        found |= pids
+    return found
+
+
 def run_once(
-    base: Settings, events: int, batch_size: int, workers: int, profile: Path | None
+    base: Settings, events: int, batch_size: int, workers: int, profile: Path | None, mode: str = "helper"
 ) -> tuple[int, float, float]:
     run_id = uuid.uuid4().hex[:8]
     workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"provstream-bench-{run_id}"
@@ -112,7 +138,7 @@ def run_once(
     t0 = time.monotonic()
     sent = preload(s, events)
     print(f"  preloaded {sent} events in {time.monotonic() - t0:.1f}s", flush=True)
-    procs = [start_worker(s, batch_size, profile, n) for n in range(workers)]
+    procs = [start_worker(s, batch_size, profile, n, mode) for n in range(workers)]
     consumer = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap)
     try:
         for proc in procs:
@@ -157,19 +183,28 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, nargs="+", default=[1000])
     parser.add_argument("--workers", type=int, default=1, help="worker processes in the group (default 1)")
     parser.add_argument("--profile", type=Path, default=None, help="run the worker under cProfile, stats here")
+    parser.add_argument("--mode", nargs="+", choices=("helper", "in-process"), default=["helper"],
+                        help="fold in the worker's helper process (default) and/or in its own process")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per setting; the median is printed too")
     args = parser.parse_args()
     base = Settings.from_env()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     for batch in args.batch_size:
-        print(f"batch size {batch}:", flush=True)
-        sent, seconds, cpu = run_once(base, args.events, batch, args.workers, args.profile)
-        print(f"batch size {batch}, {args.workers} worker(s): {sent} events in {seconds:.2f}s "
-              f"= {sent / seconds:,.0f} events/s; worker CPU {cpu:.2f}s = {cpu / sent * 1e6:.0f} µs/event "
-              f"(load average {os.getloadavg()[0]:.2f})", flush=True)
-        if args.profile:
-            show_profile(args.profile / f"worker-{batch}-0.prof")
-
+        for mode in args.mode:
+            rates = []
+            for _ in range(args.repeat):
+                print(f"batch size {batch}, {mode}:", flush=True)
+                sent, seconds, cpu = run_once(base, args.events, batch, args.workers, args.profile, mode)
+                rates.append(sent / seconds)
+                print(f"batch size {batch}, {mode}, {args.workers} worker(s): {sent} events in {seconds:.2f}s "
+                      f"= {sent / seconds:,.0f} events/s; worker CPU {cpu:.2f}s = {cpu / sent * 1e6:.0f} µs/event "
+                      f"(load average {os.getloadavg()[0]:.2f})", flush=True)
+                if args.profile:
+                    show_profile(args.profile / f"worker-{batch}-0.prof")
+            if args.repeat > 1:
+                print(f"median batch size {batch}, {mode}: {statistics.median(rates):,.0f} events/s "
+                      f"(runs: {', '.join(f'{r:,.0f}' for r in rates)})", flush=True)
 
 if __name__ == "__main__":
     main()

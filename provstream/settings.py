@@ -33,6 +33,7 @@ class Settings:
     triples_dlq_topic: str = "provstream.triples.dlq"
     partitions: int = 4
     worker_app_id: str = "provstream-fold"
+    worker_fold_process: int = 1  # 1: the worker folds in a helper process, 0: in its own
     sink_group: str = "provstream-sink"
     neo4j_uri: str = "bolt://127.0.0.1:7687"
     neo4j_user: str = "neo4j"

@@ -39,17 +39,20 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import faust
 from faust.types import EventT, StreamT
 
 from provstream.settings import Settings
-from provstream.streams import faust_fixes
-from provstream.streams.batch import Accepted, Message, Rejected, fold_batch
+from provstream.streams import faust_fixes, faust_speedups
+from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
 from provstream.streams.fold import FoldState
+from provstream.streams.offload import FoldProcess, StateDict, from_wire
+from provstream.streams.publish import BatchPublisher
 
 log = logging.getLogger("provstream.worker")
+T = TypeVar("T")
 
 TABLE = "sessions"
 ERROR_HEADER = "provstream.error"
@@ -58,11 +61,16 @@ SOURCE_HEADERS = ("provstream.source.topic", "provstream.source.partition", "pro
 
 @dataclass(frozen=True)
 class WorkerOptions:
-    """How the worker batches: ``batch_size`` 1 means per-event processing."""
+    """How the worker batches: ``batch_size`` 1 means per-event processing.
+
+    ``fold_process``: fold batches in a helper process (:mod:`.offload`);
+    off, or with per-event processing, the worker folds in its own process.
+    """
 
     batch_size: int = 1000
     batch_within: float = 0.05
     datadir: Path | None = None
+    fold_process: bool = True
 
 
 def datadir(settings: Settings, options: WorkerOptions) -> Path:
@@ -73,6 +81,7 @@ def datadir(settings: Settings, options: WorkerOptions) -> Path:
 def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> faust.App:
     """A Faust app wired from ``settings`` (no environment reads here)."""
     faust_fixes.apply()
+    faust_speedups.apply()
     app = faust.App(settings.worker_app_id, **_config(settings, options))
     events = _raw_topic(app, settings.events_topic)
     fold = _Fold(
@@ -81,6 +90,7 @@ def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> 
         triples_topic=settings.triples_topic,
         dlq_topic=settings.events_dlq_topic,
         max_bytes=settings.max_message_bytes,
+        helper=FoldProcess() if options.fold_process and options.batch_size > 1 else None,
     )
     agent = fold.per_event if options.batch_size <= 1 else fold.batched(options.batch_size, options.batch_within)
     app.agent(events, name="provstream-fold")(agent)
@@ -139,6 +149,9 @@ class _Fold:
     dlq_topic: str
     max_bytes: int
     guard: OffsetGuard = field(default_factory=lambda: OffsetGuard())
+    publisher: BatchPublisher | None = None
+    helper: FoldProcess | None = None
+    stop_after_batch: bool = False
 
     async def per_event(self, stream: StreamT) -> None:
         async for event in stream.events():
@@ -146,11 +159,49 @@ class _Fold:
 
     def batched(self, size: int, within: float) -> Callable[[StreamT], Any]:
         async def agent(stream: StreamT) -> None:
+            # a batch changes up to ``size`` table keys at once; Faust's default (100 pending changelog
+            # records) would throttle delivery with a warning after every batch
+            self.app.producer.buffer.max_messages = max(self.app.producer.buffer.max_messages, 2 * size)
             batches: AsyncIterator[Sequence[EventT]] = stream.take_events(size, within=within)  # type: ignore[attr-defined]
-            async for batch in batches:
-                await self.handle(batch)
+            if self.helper is None:
+                async for batch in batches:
+                    await self.handle(batch)
+                return
+            await self.helper.start()
+            try:
+                await self._pipelined(batches)
+            finally:
+                self.helper.close()
 
         return agent
+
+    async def _pipelined(self, batches: AsyncIterator[Sequence[EventT]]) -> None:
+        """Take the next batch while the helper process folds the one before.
+
+        ``take_events`` acks a batch's events when the next batch is asked
+        for; each message is given one extra reference first, released by
+        :meth:`_process` only once the batch is published, so Faust counts
+        the events as processed (and may commit their offsets) no earlier
+        than before. Batches are handled one at a time, in order.
+        """
+        queue: asyncio.Queue[Sequence[EventT] | None] = asyncio.Queue(maxsize=1)
+        processing = asyncio.ensure_future(self._process(queue))
+        try:
+            async for batch in batches:
+                for event in batch:
+                    event.message.incref()
+                await _put_unless_done(queue, batch, processing)
+        finally:
+            if not processing.done():  # finish what was taken, then stop (nothing taken is dropped)
+                await _put_unless_done(queue, None, processing)
+                await processing
+
+    async def _process(self, queue: asyncio.Queue[Sequence[EventT] | None]) -> None:
+        consumer = self.app.consumer
+        while (batch := await queue.get()) is not None:
+            await self.handle(batch)
+            for event in batch:
+                event.message.ack(consumer)
 
     async def handle(self, batch: Sequence[EventT]) -> None:
         """Fold and publish ``batch``; any failure here ends the process.
@@ -158,16 +209,20 @@ class _Fold:
         Faust acks a batch's events even when its handler fails or is
         cancelled, and would then commit their offsets; exiting at once
         instead leaves them uncommitted, to be folded again on restart.
+        A stop that arrives while the helper process folds the batch waits
+        for it: the batch is published first, then the agent stops.
         """
         try:
             await self._handle(batch)
-        except asyncio.CancelledError:  # only a send waiting on a full producer buffer can be interrupted
+        except asyncio.CancelledError:  # a send waiting on a full producer buffer, or a second stop request
             log.critical("stopped while publishing a batch; exiting before its offsets are committed")
             os._exit(75)
         except Exception as exc:
             log.critical("cannot publish a batch (%s: %s); exiting before its offsets are committed",
                          type(exc).__name__, exc)
             os._exit(75)
+        if self.stop_after_batch:
+            raise asyncio.CancelledError  # the batch is published: Faust may ack and commit it
 
     async def _handle(self, batch: Sequence[EventT]) -> None:
         if log.isEnabledFor(logging.DEBUG):
@@ -178,17 +233,46 @@ class _Fold:
             log.critical("events were skipped before this batch (%s); exiting before its offsets are committed, "
                          "the restart reads them again", skipped)
             os._exit(75)
-        result = fold_batch([Message(e.message.key, e.message.value) for e in batch], self._lookup, self.max_bytes)
-        for session_id, state in result.changed.items():
-            self.table[session_id.encode()] = state.to_dict()
-        for event, outcome in zip(batch, result.outcomes, strict=True):
-            delivery = await self._send(event.message, outcome)
-            cast(asyncio.Future[Any], delivery).add_done_callback(_delivered)
+        outcomes, changed = await self._fold(batch)
+        for session_id, state in changed.items():
+            self.table[session_id.encode()] = state
+        triples = [(o.session_id.encode(), o.triples) for o in outcomes if isinstance(o, Accepted)]
+        for delivery in await self._publisher().publish(triples):
+            delivery.add_done_callback(_delivered)
+        for event, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, Rejected):
+                cast(asyncio.Future[Any], await self._dead_letter(event.message, outcome)).add_done_callback(_delivered)
 
-    async def _send(self, m: Any, outcome: Accepted | Rejected) -> Awaitable[Any]:
-        if isinstance(outcome, Accepted):
-            key = outcome.session_id.encode()
-            return await self.app.producer.send(self.triples_topic, key, outcome.triples, None, None, None)
+    async def _fold(self, batch: Sequence[EventT]) -> tuple[tuple[Outcome, ...], dict[str, StateDict]]:
+        """The batch's outcomes and changed session states (as the table stores them)."""
+        if self.helper is None:
+            result = fold_batch([Message(e.message.key, e.message.value) for e in batch], self._lookup, self.max_bytes)
+            return result.outcomes, {sid: state.to_dict() for sid, state in result.changed.items()}
+        messages = [(e.message.key, e.message.value) for e in batch]
+        states = {sid: self.table.get(sid.encode()) for sid in {_session_of(key) for key, _ in messages} if sid}
+        while True:
+            folded = await self._uninterrupted(self.helper.fold(messages, states, self.max_bytes))
+            if isinstance(folded, set):  # sessions other than the keys' (the fold rejects those): look them up
+                states.update((sid, self.table.get(sid.encode())) for sid in folded)
+                continue
+            outcomes, changed = folded
+            return from_wire(outcomes), changed
+
+    async def _uninterrupted(self, call: Awaitable[T]) -> T:
+        """Await ``call``; a stop meanwhile is held back until the batch is published."""
+        task = asyncio.ensure_future(call)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.stop_after_batch = True
+            return await task
+
+    def _publisher(self) -> BatchPublisher:
+        if self.publisher is None:
+            self.publisher = BatchPublisher(self.app.producer._ensure_producer(), self.triples_topic)
+        return self.publisher
+
+    async def _dead_letter(self, m: Any, outcome: Rejected) -> Awaitable[Any]:
         level = logging.ERROR if outcome.internal else logging.WARNING
         log.log(level, "dead letter %s/%d@%d: %s", m.topic, m.partition, m.offset, outcome.reason)
         headers = dead_letter_headers(m, outcome.reason)
@@ -230,6 +314,24 @@ class OffsetGuard:
                 holes.append(f"{m.topic}/{m.partition} {expected}..{m.offset - 1}")
             self._next[m.tp] = m.offset + 1
         return ", ".join(holes)
+
+
+async def _put_unless_done(queue: asyncio.Queue[Any], item: Any, task: asyncio.Future[Any]) -> None:
+    """``queue.put(item)``, or ``task``'s exception if it ends first (it takes from that queue)."""
+    put = asyncio.ensure_future(queue.put(item))
+    await asyncio.wait((put, task), return_when=asyncio.FIRST_COMPLETED)
+    if not put.done():
+        put.cancel()
+        task.result()
+        raise RuntimeError("the batch processor stopped")
+
+
+def _session_of(key: bytes | None) -> str | None:
+    """The session a message key names (the emitter keys events by session id), if it is text."""
+    try:
+        return None if key is None else key.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def offset_ranges(messages: Any) -> str:

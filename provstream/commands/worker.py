@@ -22,6 +22,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH,
                    help=f"events folded per batch; 1 = per-event processing (default {DEFAULT_BATCH})")
     p.add_argument("--batch-ms", type=int, default=50, help="longest wait to fill a batch (default 50)")
+    p.add_argument("--fold-in-process", action="store_true",
+                   help="fold in the worker's own process instead of a helper process "
+                        "(default: a helper, unless PROVSTREAM_WORKER_FOLD_PROCESS=0)")
     p.add_argument("--datadir", type=Path, default=None,
                    help="Faust data directory (default <stack dir>/faust/<app id>)")
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -33,5 +36,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from provstream.streams.app import WorkerOptions
     from provstream.streams.runner import run as run_worker
 
-    options = WorkerOptions(batch_size=args.batch_size, batch_within=args.batch_ms / 1000, datadir=args.datadir)
+    options = WorkerOptions(batch_size=args.batch_size, batch_within=args.batch_ms / 1000, datadir=args.datadir,
+                            fold_process=bool(settings.worker_fold_process) and not args.fold_in_process)
     return run_worker(settings, options, loglevel=args.log_level)

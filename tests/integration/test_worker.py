@@ -13,6 +13,7 @@ from kafka.admin import KafkaAdminClient
 from rdflib.compare import isomorphic
 from worker_support import (
     TRAJECTORIES,
+    alive,
     producer,
     read_topic,
     running_worker,
@@ -104,7 +105,10 @@ def test_bundled_trajectories_give_exactly_the_expected_triples(settings: Settin
     assert len(by_session) == 12 and len(expected) == count
     with running_worker(settings, log=settings.stack_dir / "worker.log") as worker:
         got = triples_covering(settings, set(expected))
+        helpers = worker.descendants()
+        assert helpers, "by default the worker folds in a helper process"
         assert worker.stop() == 0, "SIGTERM must shut the worker down cleanly"
+        assert alive(helpers, timeout=10) == set(), "the worker's helper processes end with it"
     assert {m.event_id for m in got} == set(expected)
     for m in got:
         assert m.triples == expected[m.event_id].triples
@@ -146,7 +150,9 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(settings: Settings, uni
         while _committed(settings) < len(paced) // 4 and time.monotonic() < deadline:
             time.sleep(0.1)
         committed = _committed(settings)
+        helpers = first.descendants()
         first.kill()
+        assert helpers and alive(helpers, timeout=10) == set(), "a SIGKILLed worker's helper processes exit too"
         assert 0 < committed < len(paced), "the worker should die with part of the stream committed"
         feeder.join(30)
         second = start_worker(settings, log=log)
@@ -167,10 +173,14 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(settings: Settings, uni
     assert all(m.status.steps == m.status.expected for m in last.values())
 
 
-def test_garbage_and_invalid_events_go_to_the_dead_letter_topic(settings: Settings, unique: str) -> None:
+@pytest.mark.parametrize("mode", [(), ("--fold-in-process",)], ids=["helper process", "in process"])
+def test_garbage_and_invalid_events_go_to_the_dead_letter_topic(
+    settings: Settings, unique: str, mode: tuple[str, ...],
+) -> None:
     [good] = bundled_sessions(settings, f"g{unique}")[:1]
     bad_scope = replace(good[1], event_id="other", user="mallory")
-    with running_worker(settings, log=settings.stack_dir / "worker.log"):
+    with running_worker(settings, *mode, log=settings.stack_dir / "worker.log") as worker:
+        assert bool(worker.descendants()) == (mode == ())
         p = producer(settings)
         p.send(settings.events_topic, key=b"junk", value=b"\x00not avro at all", headers=[("origin", b"test")])
         send_events(settings, good[:1], p)

@@ -57,6 +57,10 @@ class WorkerProcess:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
 
+    def descendants(self) -> set[int]:
+        """The worker's child processes and theirs (its helper process, ...), from ``/proc``."""
+        return descendants(self.proc.pid)
+
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, then SIGKILL if it does not exit in time; the exit code."""
         if self.proc.poll() is None:
@@ -67,6 +71,37 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait(10)
         return self.proc.returncode
+
+
+def descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    pending = [pid]
+    while pending:
+        try:
+            children = Path(f"/proc/{pending.pop()}/task").glob("*/children")
+            pids = {int(c) for f in children for c in f.read_text().split()}
+        except (OSError, ValueError):
+            continue
+        pending.extend(pids - found)
+        found |= pids
+    return found
+
+
+def alive(pids: set[int], timeout: float = 0.0) -> set[int]:
+    """Those of ``pids`` still running (not zombies) after waiting up to ``timeout`` for them to go."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = set()
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                running.add(pid)
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.1)
 
 
 def start_worker(settings: Settings, *args: str, log: Path | None = None) -> WorkerProcess:
