@@ -20,11 +20,16 @@ Batching (``stream.take_events``) writes the table outside Faust's
 per-event context, so the table uses ``use_partitioner=True``: its changelog
 partition comes from the key through the producer's murmur2 partitioner, the
 same one the emitter uses, so with equal partition counts (checked at start)
-a session's state stays co-partitioned with its events. Batching was chosen
-by ``bench/bench_fold.py`` (batches of up to 1000 about twice the events/s of
-per-event processing); ``--batch-size 1`` keeps per-event processing
-available. The worker is CPU-bound in one Python process (figures and profile
-in BENCHMARKS.md).
+a session's state stays co-partitioned with its events. ``--batch-size 1``
+keeps per-event processing available.
+
+Throughput (figures in BENCHMARKS.md, "Fold worker"): batches are folded in a
+helper process (:mod:`.offload`) while the agent takes the next batch, so the
+fold and Faust's per-message work run on two cores; triples go out as one
+record batch per partition (:mod:`.publish`); Faust's fetcher delivers a
+message without creating tasks when nothing has to wait
+(:mod:`.faust_speedups`). ``PROVSTREAM_WORKER_FOLD_PROCESS=0`` folds in the
+worker's own process instead.
 
 :func:`create_app` installs :mod:`.faust_fixes`: after a rebalance the events
 partitions are seeked before they are resumed (Faust's order could drop an
