@@ -36,7 +36,7 @@ class App:
 
 
 APPS = (
-    App("worker", ("worker",), "provstream worker ready"),
+    App("worker", ("supervise", "worker"), "provstream worker ready"),  # restarted when it exits 75
     App("sink", ("sink",), "provstream sink ready"),
 )
 

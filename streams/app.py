@@ -44,7 +44,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import faust
 from faust.types import EventT, StreamT
@@ -57,7 +57,8 @@ from provstream.streams.offload import FoldProcess, StateDict, from_wire
 from provstream.streams.publish import BatchPublisher
 
 log = logging.getLogger("provstream.worker")
-T = TypeVar("T")
+_NOTHING_YET = object()
+Folded = tuple[tuple[Outcome, ...], dict[str, StateDict]]  # outcomes in batch order, changed session states
 
 TABLE = "sessions"
 ERROR_HEADER = "provstream.error"
@@ -88,6 +89,7 @@ def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> 
     faust_fixes.apply()
     faust_speedups.apply()
     app = faust.App(settings.worker_app_id, **_config(settings, options))
+    faust_speedups.without_monitor(app)
     events = _raw_topic(app, settings.events_topic)
     fold = _Fold(
         app=app,
@@ -156,7 +158,6 @@ class _Fold:
     guard: OffsetGuard = field(default_factory=lambda: OffsetGuard())
     publisher: BatchPublisher | None = None
     helper: FoldProcess | None = None
-    stop_after_batch: bool = False
 
     async def per_event(self, stream: StreamT) -> None:
         async for event in stream.events():
@@ -167,16 +168,22 @@ class _Fold:
             # a batch changes up to ``size`` table keys at once; Faust's default (100 pending changelog
             # records) would throttle delivery with a warning after every batch
             self.app.producer.buffer.max_messages = max(self.app.producer.buffer.max_messages, 2 * size)
+            # take_events acks each batch it yielded (below: once published). It also sets enable_acks back
+            # when it closes, after which the stream's background drainer acks every event it still takes
+            # from the queue, folded or not, and a stop would commit over them; so acks stay off for good.
+            stream.enable_acks = False
             batches: AsyncIterator[Sequence[EventT]] = stream.take_events(size, within=within)  # type: ignore[attr-defined]
             if self.helper is None:
                 async for batch in batches:
                     await self.handle(batch)
                 return
+            log.info("DBG starting helper")
             await self.helper.start()
+            log.info("DBG helper started")
             try:
                 await self._pipelined(batches)
             finally:
-                self.helper.close()
+                await self.helper.close()
 
         return agent
 
@@ -187,12 +194,13 @@ class _Fold:
         for; each message is given one extra reference first, released by
         :meth:`_process` only once the batch is published, so Faust counts
         the events as processed (and may commit their offsets) no earlier
-        than before. Batches are handled one at a time, in order.
+        than before. On a stop, the batches already taken are finished first.
         """
         queue: asyncio.Queue[Sequence[EventT] | None] = asyncio.Queue(maxsize=1)
         processing = asyncio.ensure_future(self._process(queue))
         try:
             async for batch in batches:
+                log.info("DBG took batch %d %s", len(batch), offset_ranges(e.message for e in batch))
                 for event in batch:
                     event.message.incref()
                 await _put_unless_done(queue, batch, processing)
@@ -202,34 +210,60 @@ class _Fold:
                 await processing
 
     async def _process(self, queue: asyncio.Queue[Sequence[EventT] | None]) -> None:
+        """Fold, store and publish the queued batches in order; any failure ends the process (see :meth:`handle`).
+
+        The next batch goes to the helper as soon as this one's states are in
+        the table (its folding needs them), so it is folded while this one
+        is published.
+        """
+        try:
+            await self._process_in_order(queue)
+        except BaseException as exc:  # noqa: BLE001 - nothing of an unfinished batch may be committed
+            log.critical("cannot publish a batch (%s: %s); exiting before its offsets are committed",
+                         type(exc).__name__, exc)
+            os._exit(75)
+
+    async def _process_in_order(self, queue: asyncio.Queue[Sequence[EventT] | None]) -> None:
         consumer = self.app.consumer
-        while (batch := await queue.get()) is not None:
-            await self.handle(batch)
+        batch = await queue.get()
+        folding = self._fold_in_helper(batch) if batch is not None else None
+        while batch is not None and folding is not None:
+            outcomes, changed = await folding
+            log.info("DBG folded %d", len(batch))
+            self._store(changed)
+            upcoming = queue.get_nowait() if not queue.empty() else _NOTHING_YET
+            if upcoming is not _NOTHING_YET and upcoming is not None:
+                folding = self._fold_in_helper(upcoming)
+            await self._publish(batch, outcomes)
             for event in batch:
                 event.message.ack(consumer)
+            if upcoming is _NOTHING_YET:
+                upcoming = await queue.get()
+                folding = self._fold_in_helper(upcoming) if upcoming is not None else None
+            batch = upcoming
 
     async def handle(self, batch: Sequence[EventT]) -> None:
-        """Fold and publish ``batch``; any failure here ends the process.
+        """Fold (in this process) and publish ``batch``; any failure here ends the process.
 
         Faust acks a batch's events even when its handler fails or is
         cancelled, and would then commit their offsets; exiting at once
         instead leaves them uncommitted, to be folded again on restart.
-        A stop that arrives while the helper process folds the batch waits
-        for it: the batch is published first, then the agent stops.
         """
         try:
-            await self._handle(batch)
-        except asyncio.CancelledError:  # a send waiting on a full producer buffer, or a second stop request
+            self._check(batch)
+            result = fold_batch([Message(e.message.key, e.message.value) for e in batch], self._lookup, self.max_bytes)
+            self._store({sid: state.to_dict() for sid, state in result.changed.items()})
+            await self._publish(batch, result.outcomes)
+        except asyncio.CancelledError:  # only a send waiting on a full producer buffer can be interrupted
             log.critical("stopped while publishing a batch; exiting before its offsets are committed")
             os._exit(75)
         except Exception as exc:
             log.critical("cannot publish a batch (%s: %s); exiting before its offsets are committed",
                          type(exc).__name__, exc)
             os._exit(75)
-        if self.stop_after_batch:
-            raise asyncio.CancelledError  # the batch is published: Faust may ack and commit it
 
-    async def _handle(self, batch: Sequence[EventT]) -> None:
+    def _check(self, batch: Sequence[EventT]) -> None:
+        """End the process if events were skipped before ``batch`` (see :class:`OffsetGuard`)."""
         if log.isEnabledFor(logging.DEBUG):
             log.debug("batch of %d: %s", len(batch), offset_ranges(e.message for e in batch))
         committed = getattr(self.app.consumer, "_committed_offset", {})  # Faust's: next offset after the last commit
@@ -238,39 +272,36 @@ class _Fold:
             log.critical("events were skipped before this batch (%s); exiting before its offsets are committed, "
                          "the restart reads them again", skipped)
             os._exit(75)
-        outcomes, changed = await self._fold(batch)
+
+    def _fold_in_helper(self, batch: Sequence[EventT]) -> asyncio.Future[Folded]:
+        """Start folding ``batch`` in the helper, with the states the table holds now."""
+        assert self.helper is not None
+        self._check(batch)
+        messages = [(e.message.key, e.message.value) for e in batch]
+        states = {sid: self.table.get(sid.encode()) for sid in {_session_of(key) for key, _ in messages} if sid}
+        return asyncio.ensure_future(self._helper_fold(self.helper, messages, states))
+
+    async def _helper_fold(
+        self, helper: FoldProcess, messages: list[tuple[bytes | None, bytes | None]], states: dict[str, Any],
+    ) -> Folded:
+        while True:
+            folded = await helper.fold(messages, states, self.max_bytes)
+            if not isinstance(folded, set):
+                return from_wire(folded[0]), folded[1]
+            # sessions other than the keys' (the fold rejects those events, so this is a safety net)
+            states.update((sid, self.table.get(sid.encode())) for sid in folded)
+
+    def _store(self, changed: dict[str, StateDict]) -> None:
         for session_id, state in changed.items():
             self.table[session_id.encode()] = state
+
+    async def _publish(self, batch: Sequence[EventT], outcomes: Sequence[Outcome]) -> None:
         triples = [(o.session_id.encode(), o.triples) for o in outcomes if isinstance(o, Accepted)]
         for delivery in await self._publisher().publish(triples):
             delivery.add_done_callback(_delivered)
         for event, outcome in zip(batch, outcomes, strict=True):
             if isinstance(outcome, Rejected):
                 cast(asyncio.Future[Any], await self._dead_letter(event.message, outcome)).add_done_callback(_delivered)
-
-    async def _fold(self, batch: Sequence[EventT]) -> tuple[tuple[Outcome, ...], dict[str, StateDict]]:
-        """The batch's outcomes and changed session states (as the table stores them)."""
-        if self.helper is None:
-            result = fold_batch([Message(e.message.key, e.message.value) for e in batch], self._lookup, self.max_bytes)
-            return result.outcomes, {sid: state.to_dict() for sid, state in result.changed.items()}
-        messages = [(e.message.key, e.message.value) for e in batch]
-        states = {sid: self.table.get(sid.encode()) for sid in {_session_of(key) for key, _ in messages} if sid}
-        while True:
-            folded = await self._uninterrupted(self.helper.fold(messages, states, self.max_bytes))
-            if isinstance(folded, set):  # sessions other than the keys' (the fold rejects those): look them up
-                states.update((sid, self.table.get(sid.encode())) for sid in folded)
-                continue
-            outcomes, changed = folded
-            return from_wire(outcomes), changed
-
-    async def _uninterrupted(self, call: Awaitable[T]) -> T:
-        """Await ``call``; a stop meanwhile is held back until the batch is published."""
-        task = asyncio.ensure_future(call)
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            self.stop_after_batch = True
-            return await task
 
     def _publisher(self) -> BatchPublisher:
         if self.publisher is None:

@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Coroutine, Generator
 from typing import Any, cast
 
+from faust import Sensor
 from faust.transport import consumer as faust_consumer
 
 _APPLIED = "_provstream_eager_delivery"
@@ -154,3 +155,24 @@ async def _drain_messages(self: Any, fetcher: Any) -> None:  # pragma: no cover 
     finally:
         unset_flag(flag_consumer_fetching)
 
+
+
+def without_monitor(app: Any) -> None:
+    """Replace Faust's ``Monitor`` in ``app.sensors`` by a sensor that records nothing (on start).
+
+    The monitor keeps per-message and per-event statistics for Faust's web
+    views, which the worker does not serve (``web_enabled`` is off). A bare
+    :class:`faust.Sensor` takes its place rather than no sensor at all, so
+    Faust's rebalance bookkeeping still finds a sensor state. ``app.monitor``
+    stays usable for the calls Faust makes on it directly.
+    """
+    init_dependencies = app.on_init_dependencies
+
+    def on_init_dependencies() -> Any:
+        dependencies = init_dependencies()
+        if app.monitor in set(app.sensors):
+            app.sensors.remove(app.monitor)
+            app.sensors.add(Sensor())
+        return dependencies
+
+    app.on_init_dependencies = on_init_dependencies

@@ -3,7 +3,7 @@
 The worker is CPU-bound in one Python process: about 40 % of its time is the
 fold (decode, fold, encode), the rest Faust's and aiokafka's per-message work
 (fetching, delivering to the stream, acks, producing). With a
-:class:`FoldProcess` the agent hands a batch's raw messages and the states
+:class:`FoldProcess` the worker hands a batch's raw messages and the states
 of the sessions they name to one helper process and awaits the result; while
 it waits, the event loop goes on fetching and delivering the next batch, so
 on two cores both run at once.
@@ -15,21 +15,30 @@ event whose key is not its session id, so those are all it needs); should the
 fold still ask for another session, the helper reports which it lacked and
 the worker asks again with them.
 
-A helper that dies makes the call fail, which ends the worker before the
-batch is acked (see ``_Fold.handle``); a helper whose worker died (SIGKILL)
-notices within a second and exits, so nothing is left running.
+Transport: the helper is ``python -m provstream.streams.offload`` with its
+stdin and stdout as pipes, read and written by the worker's event loop
+(asyncio subprocess streams: no threads contending with the loop for the
+GIL). Each request and reply is one frame: an 8-byte big-endian length and a
+pickle. The helper writes frames to a copy of its stdout and points its own
+stdout at stderr, so a stray print cannot corrupt a frame.
+
+Lifetime: a helper that dies makes the call fail, which ends the worker
+before the batch is acked (see ``_Fold._process``). The helper exits when
+its stdin closes: when the worker closes it, or when the worker dies
+(SIGKILL included), so nothing is left running. It ignores SIGTERM and SIGINT
+sent to the whole process group: the worker stops it once the batch in hand
+is published.
 """
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
-import threading
-import time
+import pickle
+import signal
+import sys
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import IO, Any
 
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
 from provstream.streams.fold import FoldState
@@ -37,36 +46,72 @@ from provstream.streams.fold import FoldState
 StateDict = dict[str, Any]
 # (session_id, triples) for an accepted message, (None, reason, internal) for a rejected one
 WireOutcome = tuple[str, bytes] | tuple[None, str, bool]
+Reply = tuple[list[WireOutcome], dict[str, StateDict]] | set[str]
+_HEADER = 8
+_READY = b"provstream fold helper ready"
+_STOP_TIMEOUT_S = 10.0
+
+
+class HelperFailed(RuntimeError):
+    """The helper process exited or answered something that is not a frame."""
 
 
 class FoldProcess:
-    """One helper process running :func:`fold_in_helper`; ``close()`` stops it."""
+    """One helper process running :func:`fold_in_helper`; start it, fold batches one at a time, close it."""
 
     def __init__(self) -> None:
-        self._pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_watch_parent, initargs=(os.getpid(),),
-        )
+        self._proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        """Start the helper now rather than on the first batch (it takes a moment to import)."""
-        await asyncio.get_running_loop().run_in_executor(self._pool, _ready)
+        """Start the helper and wait until it has imported the fold."""
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        if await self._read() != _READY:
+            raise HelperFailed("the fold helper did not start")
 
     async def fold(
         self, messages: Sequence[tuple[bytes | None, bytes | None]], states: Mapping[str, StateDict | None],
         max_bytes: int,
-    ) -> tuple[list[WireOutcome], dict[str, StateDict]] | set[str]:
+    ) -> Reply:
         """The batch's outcomes and changed states, or the sessions whose state the helper lacked."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, fold_in_helper, messages, states, max_bytes)
+        if self._proc is None:
+            await self.start()
+        assert self._proc is not None and self._proc.stdin is not None
+        request = pickle.dumps((messages, states, max_bytes), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            self._proc.stdin.write(len(request).to_bytes(_HEADER, "big") + request)
+            await self._proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise HelperFailed(f"the fold helper exited ({self._proc.returncode})") from exc
+        return pickle.loads(await self._read())  # type: ignore[no-any-return]
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    async def _read(self) -> bytes:
+        assert self._proc is not None and self._proc.stdout is not None
+        try:
+            header = await self._proc.stdout.readexactly(_HEADER)
+            return await self._proc.stdout.readexactly(int.from_bytes(header, "big"))
+        except asyncio.IncompleteReadError as exc:
+            code = await self._proc.wait()
+            raise HelperFailed(f"the fold helper exited with status {code}") from exc
+
+    async def close(self) -> None:
+        """Close the helper's stdin (it exits on that) and wait for it; kill it if it does not go."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), _STOP_TIMEOUT_S)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
 
 
 def fold_in_helper(
     messages: Sequence[tuple[bytes | None, bytes | None]], states: Mapping[str, StateDict | None], max_bytes: int,
-) -> tuple[list[WireOutcome], dict[str, StateDict]] | set[str]:
+) -> Reply:
     """Fold ``messages`` with ``states`` (every session it may name); the missing sessions if not."""
     missing: set[str] = set()
 
@@ -94,15 +139,32 @@ def _to_wire(outcome: Outcome) -> WireOutcome:
     return (None, outcome.reason, outcome.internal)
 
 
-def _ready() -> bool:
-    return True
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """The helper's loop: a frame in, :func:`fold_in_helper`'s answer out, until ``requests`` ends."""
+    _write(replies, _READY)
+    while header := requests.read(_HEADER):
+        if len(header) < _HEADER:
+            return
+        request = requests.read(int.from_bytes(header, "big"))
+        messages, states, max_bytes = pickle.loads(request)
+        _write(replies, pickle.dumps(fold_in_helper(messages, states, max_bytes), protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _watch_parent(parent: int) -> None:
-    """In the helper: exit as soon as the worker that started it is gone."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
+def _write(out: IO[bytes], frame: bytes) -> None:
+    out.write(len(frame).to_bytes(_HEADER, "big") + frame)
+    out.flush()
 
-    threading.Thread(target=watch, name="provstream-parent-watch", daemon=True).start()
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the worker stops the helper: see the module
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # stray prints go to stderr, never into a frame
+    try:
+        serve(sys.stdin.buffer, replies)
+    except BrokenPipeError:  # the worker is gone
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from dataclasses import replace
@@ -14,6 +16,7 @@ from rdflib.compare import isomorphic
 from worker_support import (
     TRAJECTORIES,
     alive,
+    missing_report,
     producer,
     read_topic,
     running_worker,
@@ -165,12 +168,43 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(settings: Settings, uni
         p.close()
         if second is not None:
             assert second.stop() == 0
+    missing = set(expected) - {m.event_id for m in got}
+    assert not missing, missing_report(settings, missing)
     assert {m.event_id for m in got} == set(expected)
     assert union(got) == union(list(expected.values()))
     last = {m.session_id: m for m in got}
     assert len(last) == len(sessions)
     assert [s for s, m in last.items() if m.status.state is not SessionState.CONCLUDED] == []
     assert all(m.status.steps == m.status.expected for m in last.values())
+
+
+def test_sigterm_to_the_process_group_mid_stream_stops_cleanly(settings: Settings, unique: str) -> None:
+    """As ``provstream stack down`` stops it: the worker finishes the batch in hand, exits 0, its helper too."""
+    sessions = bundled_sessions(settings, f"t{unique}", copies=10)
+    expected = offline(sessions)
+    paced = sorted((e for s in sessions for e in s), key=lambda e: (e.seq, e.session_id))
+    log = settings.stack_dir / "worker.log"
+    first = start_worker(settings, log=log, own_group=True)
+    p = producer(settings)
+    try:
+        first.wait_ready()
+        helpers = first.descendants()
+        send_events(settings, paced[: len(paced) // 2], p)
+        deadline = time.monotonic() + 30
+        while _committed(settings) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        send_events(settings, paced[len(paced) // 2:], p)
+        os.killpg(first.proc.pid, signal.SIGTERM)
+        assert first.proc.wait(60) == 0, "a stop mid-stream is a clean exit"
+        assert alive(helpers, timeout=10) == set()
+    finally:
+        first.kill()
+        p.close()
+    with running_worker(settings, log=log) as second:
+        got = triples_covering(settings, set(expected))
+        assert second.stop() == 0
+    assert {m.event_id for m in got} == set(expected)
+    assert union(got) == union(list(expected.values()))
 
 
 @pytest.mark.parametrize("mode", [(), ("--fold-in-process",)], ids=["helper process", "in process"])

@@ -104,11 +104,13 @@ def alive(pids: set[int], timeout: float = 0.0) -> set[int]:
         time.sleep(0.1)
 
 
-def start_worker(settings: Settings, *args: str, log: Path | None = None) -> WorkerProcess:
+def start_worker(settings: Settings, *args: str, log: Path | None = None, own_group: bool = False) -> WorkerProcess:
+    """``provstream worker ARGS``; ``own_group``: in a process group of its own, as ``provstream stack`` runs it."""
     stderr = log.open("ab") if log else subprocess.DEVNULL
+    level = os.environ.get("PROVSTREAM_TEST_WORKER_LOG_LEVEL")  # e.g. INFO, to see a failure's worker side
     proc = subprocess.Popen(
-        [sys.executable, "-m", "provstream", "worker", *args], env=worker_env(settings), cwd=settings.stack_dir,
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        [sys.executable, "-m", "provstream", "worker", *args, *(["--log-level", level] if level else [])], env=worker_env(settings), cwd=settings.stack_dir,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=own_group,
     )
     w = WorkerProcess(proc)
     threading.Thread(target=w._read, daemon=True).start()
@@ -167,3 +169,21 @@ def end_offsets(settings: Settings, topic: str) -> int:
         return sum(consumer.end_offsets(parts).values())
     finally:
         consumer.close()
+
+
+def missing_report(settings: Settings, missing: set[str]) -> str:
+    """Where the events without triples sit in the events topic, next to the worker group's commits."""
+    from kafka.admin import KafkaAdminClient
+
+    where: dict[int, list[int]] = {}
+    for record in read_topic(settings, settings.events_topic, end_offsets(settings, settings.events_topic), 30):
+        if wire.decode_event(record.value).event_id in missing:  # type: ignore[attr-defined]
+            where.setdefault(record.partition, []).append(record.offset)  # type: ignore[attr-defined]
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    try:
+        commits = admin.list_group_offsets(settings.worker_app_id).get(settings.worker_app_id, {})
+    finally:
+        admin.close()
+    committed = {tp.partition: o.offset for tp, o in commits.items() if tp.topic == settings.events_topic}
+    return "; ".join(f"p{p}: {len(o)} missing at offsets {min(o)}..{max(o)}, committed {committed.get(p)}"
+                     for p, o in sorted(where.items()))

@@ -73,12 +73,12 @@ def test_a_real_helper_process_folds_a_batch_and_stops() -> None:
 
     async def run() -> object:
         await helper.start()
-        return await helper.fold(raw(events), {"h5": None}, 1_000_000)
+        try:
+            return await helper.fold(raw(events), {"h5": None}, 1_000_000)
+        finally:
+            await helper.close()
 
-    try:
-        folded = asyncio.run(run())
-    finally:
-        helper.close()
+    folded = asyncio.run(run())
     expected = fold_batch([Message(k, v) for k, v in raw(events)], lambda _sid: None)
     assert not isinstance(folded, set) and from_wire(folded[0]) == expected.outcomes  # type: ignore[index]
 
