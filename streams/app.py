@@ -177,9 +177,7 @@ class _Fold:
                 async for batch in batches:
                     await self.handle(batch)
                 return
-            log.info("DBG starting helper")
             await self.helper.start()
-            log.info("DBG helper started")
             try:
                 await self._pipelined(batches)
             finally:
@@ -200,7 +198,6 @@ class _Fold:
         processing = asyncio.ensure_future(self._process(queue))
         try:
             async for batch in batches:
-                log.info("DBG took batch %d %s", len(batch), offset_ranges(e.message for e in batch))
                 for event in batch:
                     event.message.incref()
                 await _put_unless_done(queue, batch, processing)
@@ -229,7 +226,6 @@ class _Fold:
         folding = self._fold_in_helper(batch) if batch is not None else None
         while batch is not None and folding is not None:
             outcomes, changed = await folding
-            log.info("DBG folded %d", len(batch))
             self._store(changed)
             upcoming = queue.get_nowait() if not queue.empty() else _NOTHING_YET
             if upcoming is not _NOTHING_YET and upcoming is not None:

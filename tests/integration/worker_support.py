@@ -109,7 +109,8 @@ def start_worker(settings: Settings, *args: str, log: Path | None = None, own_gr
     stderr = log.open("ab") if log else subprocess.DEVNULL
     level = os.environ.get("PROVSTREAM_TEST_WORKER_LOG_LEVEL")  # e.g. INFO, to see a failure's worker side
     proc = subprocess.Popen(
-        [sys.executable, "-m", "provstream", "worker", *args, *(["--log-level", level] if level else [])], env=worker_env(settings), cwd=settings.stack_dir,
+        [sys.executable, "-m", "provstream", "worker", *args, *(["--log-level", level] if level else [])],
+        env=worker_env(settings), cwd=settings.stack_dir,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=own_group,
     )
     w = WorkerProcess(proc)

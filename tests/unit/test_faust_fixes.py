@@ -1,4 +1,4 @@
-"""The recovery fix: stream partitions are resumed only after the seek and after the queues were cleared."""
+"""Faust fixes: the recovery seeks before it resumes; the consumer thread hands over only records Faust still wants."""
 
 from __future__ import annotations
 
@@ -128,3 +128,107 @@ def test_the_guard_names_a_hole_after_the_last_event_or_the_committed_offset() -
     fresh = OffsetGuard()
     assert fresh.check([Ev(1, 8)], committed) == "events/1 7..7", "the very first event must be the committed one"
     assert fresh.check([Ev(1, 2, generation=2)], {}.get) == "", "a new generation starts over"
+
+
+class FakeFetcher:
+    """aiokafka's fetcher as far as ``_fetch_records`` uses it: an empty ``partitions`` set means every partition."""
+
+    _closed = False
+
+    def __init__(self, buffered: dict[Any, list[Any]]) -> None:
+        self.buffered = buffered
+        self.asked: list[Any] = []
+        self._subscriptions = self
+
+    def fetch_context(self) -> Any:
+        import contextlib
+        return contextlib.nullcontext()
+
+    async def fetched_records(self, partitions: Any, timeout: Any = None, max_records: Any = None) -> dict[Any, Any]:
+        self.asked.append(set(partitions) if partitions is not None else None)
+        taken = {tp: r for tp, r in self.buffered.items() if not partitions or tp in partitions}
+        for tp in taken:
+            del self.buffered[tp]
+        return taken
+
+
+class FakeKafkaConsumer:
+    _closed = False
+
+    def __init__(self, fetcher: FakeFetcher, assigned: set[Any]) -> None:
+        self._fetcher = fetcher
+        self.assigned = assigned
+        self.seeks: list[tuple[Any, int]] = []
+
+    def assignment(self) -> set[Any]:
+        return self.assigned
+
+    def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+class Record:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+class FakeThread:
+    def __init__(self, active: set[Any]) -> None:
+        attributes = {"flow_active": True, "_buffered_partitions": set(), "_active_partitions": active}
+        self.consumer = type("C", (), attributes)()
+
+
+def _fetch(thread: FakeThread, consumer: FakeKafkaConsumer, active: set[Any] | None) -> dict[Any, Any]:
+    return asyncio.run(faust_fixes._fetch_records(thread, consumer, active, timeout=1.0))
+
+
+def test_an_empty_active_set_fetches_nothing_rather_than_everything() -> None:
+    fetcher = FakeFetcher({STREAM: [Record(7)]})
+    consumer = FakeKafkaConsumer(fetcher, {STREAM, CHANGELOG})
+    assert _fetch(FakeThread(set()), consumer, set()) == {}
+    assert fetcher.asked == [] and STREAM in fetcher.buffered and consumer.seeks == []
+
+
+def test_records_of_a_partition_paused_while_the_fetch_waited_are_fetched_again() -> None:
+    active = {CHANGELOG}
+    fetcher = FakeFetcher({STREAM: [Record(7), Record(8)], CHANGELOG: [Record(3)]})
+
+    async def paused_meanwhile(partitions: Any, timeout: Any = None, max_records: Any = None) -> dict[Any, Any]:
+        partitions.clear()  # recovery ended: changelog paused, events not resumed yet; aiokafka reads "all"
+        return await FakeFetcher.fetched_records(fetcher, partitions)
+
+    fetcher.fetched_records = paused_meanwhile  # type: ignore[method-assign]
+    consumer = FakeKafkaConsumer(fetcher, {STREAM, CHANGELOG})
+    assert _fetch(FakeThread(active), consumer, active) == {}
+    assert sorted(consumer.seeks) == [(CHANGELOG, 3), (STREAM, 7)], "drained partitions are read again"
+
+
+def test_records_of_active_or_buffered_partitions_pass_and_unassigned_ones_are_not_seeked() -> None:
+    other = ("events", 1)
+    gone = ("events", 2)
+    fetcher = FakeFetcher({STREAM: [Record(1)], other: [Record(5)], gone: [Record(9)]})
+    consumer = FakeKafkaConsumer(fetcher, {STREAM, other})
+    thread = FakeThread({STREAM})
+    thread.consumer._buffered_partitions = {other}
+    active: set[Any] = {STREAM}
+
+    async def everything(partitions: Any, timeout: Any = None, max_records: Any = None) -> dict[Any, Any]:
+        return await FakeFetcher.fetched_records(fetcher, None)
+
+    fetcher.fetched_records = everything  # type: ignore[method-assign]
+    got = _fetch(thread, consumer, active)
+    assert set(got) == {STREAM, other}
+    assert consumer.seeks == [], "a partition no longer assigned is not seeked (the rebalance sets its position)"
+
+
+def test_client_only_fetches_pass_through() -> None:
+    fetcher = FakeFetcher({STREAM: [Record(1)]})
+    consumer = FakeKafkaConsumer(fetcher, {STREAM})
+    assert set(_fetch(FakeThread(set()), consumer, None)) == {STREAM}
+
+
+def test_apply_patches_the_consumer_thread() -> None:
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+    faust_fixes.apply()
+    assert AIOKafkaConsumerThread._fetch_records is faust_fixes._fetch_records
