@@ -452,6 +452,7 @@ def test_the_sender_encodes_function_values_and_reports_one_that_fails() -> None
     t.close()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the crash is the point
 def test_a_crashed_sender_refuses_new_steps_and_reports_the_buffered_ones() -> None:
     class Broken(FakeProducer):
         def send(self, topic: str, value: bytes, key: bytes, partition: int) -> FakeFuture:
