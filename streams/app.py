@@ -32,8 +32,9 @@ message without creating tasks when nothing has to wait
 worker's own process instead.
 
 :func:`create_app` installs :mod:`.faust_fixes`: after a rebalance the events
-partitions are seeked before they are resumed (Faust's order could drop an
-event or stall the commits, see that module).
+partitions are seeked before they are resumed, and records the consumer
+thread fetched for a partition Faust was not reading are read again (either
+could drop events or leave a restarted worker idle, see that module).
 """
 
 from __future__ import annotations
