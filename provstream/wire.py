@@ -12,8 +12,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from provstream import codec, vocab
+from provstream import codec, event_writer, vocab
 from provstream import events as ev
+from provstream.avro_binary import int_ as _int
+from provstream.avro_binary import long as _long
+from provstream.avro_binary import string as _string
+from provstream.avro_binary import zigzag as _zigzag
 from provstream.errors import DecodeError, EncodeError
 from provstream.triples import (
     Iri,
@@ -105,6 +109,12 @@ def event_from_avro(record: dict[str, Any]) -> ev.Event:
 
 
 def encode_event(event: ev.Event) -> bytes:
+    """The single-object ``Event`` message; written directly (:mod:`provstream.event_writer`) when it can be."""
+    if event_writer.ENABLED:
+        try:
+            return event_writer.HEADER + event_writer.event_body(event)
+        except Exception:  # noqa: BLE001, S110 - the general path decides (encodes or raises EncodeError)
+            pass
     return codec.encode(codec.EVENT, _to_record(event_to_avro, event))
 
 
@@ -183,48 +193,15 @@ def encode_triples(msg: StepTriples) -> bytes:
 
 
 # -- direct StepTriples writer ----------------------------------------------
-# Avro binary encoding (spec, "Binary Encoding"): int/long are zig-zag varints,
-# string = long byte length + UTF-8, enum = int index, union = long branch
-# index + value, boolean = one byte, array = long count + items, then 0 (empty:
-# just 0), record = its fields in schema order. Written for this canonical
+# Avro binary encoding with provstream.avro_binary. Written for this canonical
 # form of provstream.StepTriples; a schema change disables it (the fingerprint
 # differs) until it is updated, and tests/unit/test_wire_triples.py checks it
 # against fastavro byte for byte.
 DIRECT_TRIPLES_FINGERPRINT = "537f9d68b2e5e159"
 _TRIPLES_HEADER = codec.MAGIC + codec.current_fingerprint(codec.STEP_TRIPLES)
 _DIRECT_TRIPLES = codec.current_fingerprint(codec.STEP_TRIPLES).hex() == DIRECT_TRIPLES_FINGERPRINT
-_INT_MIN, _INT_MAX, _LONG_MIN, _LONG_MAX = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
-
-
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL = [_zigzag(n) for n in range(4096)]  # varints of 0..4095 (string lengths, counts, small ints)
 _MECHANISM = {m.value: _zigzag(i) for i, m in enumerate(Mechanism)}
 _STATE = {st.value: _zigzag(i) for i, st in enumerate(SessionState)}
-
-
-def _long(n: int, low: int = _LONG_MIN, high: int = _LONG_MAX) -> bytes:
-    if type(n) is not int or not low <= n <= high:
-        raise TypeError(f"not an Avro number: {n!r}")
-    return _SMALL[n] if 0 <= n < 4096 else _zigzag(n)
-
-
-def _int(n: int) -> bytes:
-    return _long(n, _INT_MIN, _INT_MAX)
-
-
-def _string(value: str) -> bytes:
-    data = value.encode()
-    n = len(data)
-    return (_SMALL[n] if n < 4096 else _zigzag(n)) + data
 
 
 _STRINGS: dict[str, bytes] = {}  # encoded constants: vocabulary IRIs, datatypes
