@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from provstream import codec, event_writer, vocab
+from provstream import codec, event_writer, triples_reader, vocab
 from provstream import events as ev
 from provstream.avro_binary import int_ as _int
 from provstream.avro_binary import long as _long
@@ -265,6 +265,12 @@ _STRINGS.update((s, _string(s)) for s in vocab.vocabulary())
 
 
 def decode_triples(data: bytes) -> StepTriples:
+    """A ``StepTriples`` message; read directly (:mod:`provstream.triples_reader`) when it can be."""
+    if _DIRECT_TRIPLES and type(data) is bytes and data.startswith(_TRIPLES_HEADER):
+        try:
+            return triples_reader.read_step_triples(data, codec.HEADER_LEN)
+        except Exception:  # noqa: BLE001, S110 - fastavro decides (decodes or raises DecodeError)
+            pass
     return _guarded(triples_from_avro, codec.decode(codec.STEP_TRIPLES, data))
 
 
