@@ -34,6 +34,7 @@ class Settings:
     partitions: int = 4
     worker_app_id: str = "provstream-fold"
     worker_fold_process: int = 1  # 1: the worker folds in a helper process, 0: in its own
+    session_retention_s: int = 7 * 24 * 3600  # the worker forgets a session unchanged this long; 0: never
     sink_group: str = "provstream-sink"
     neo4j_uri: str = "bolt://127.0.0.1:7687"
     neo4j_user: str = "neo4j"

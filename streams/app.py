@@ -6,6 +6,8 @@ Faust only wires things together; the folding is :func:`fold_batch` (pure).
 * State: the table ``sessions`` (key: session id bytes, value:
   ``FoldState.to_dict()``), in memory and backed by its changelog topic
   ``<app id>-sessions-changelog``, from which a restarted worker recovers.
+  A session unchanged for ``settings.session_retention_s`` is forgotten
+  (:mod:`.expiry`), so the table holds the recent sessions only.
 * Output: one ``StepTriples`` message per event on ``settings.triples_topic``,
   keyed by session id; rejected messages go to ``settings.events_dlq_topic``
   with their original key, value and headers plus ``provstream.error`` and
@@ -42,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +56,7 @@ from faust.types import EventT, StreamT
 from provstream.settings import Settings
 from provstream.streams import faust_fixes, faust_speedups
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
+from provstream.streams.expiry import IdleSessions, sweep_interval
 from provstream.streams.fold import FoldState
 from provstream.streams.offload import FoldProcess, StateDict, from_wire
 from provstream.streams.publish import BatchPublisher
@@ -102,6 +106,9 @@ def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> 
     )
     agent = fold.per_event if options.batch_size <= 1 else fold.batched(options.batch_size, options.batch_within)
     app.agent(events, name="provstream-fold")(agent)
+    if settings.session_retention_s > 0:
+        fold.idle = IdleSessions(settings.session_retention_s)
+        app.timer(sweep_interval(settings.session_retention_s), name="provstream-forget-idle")(fold.forget_idle)
     return app
 
 
@@ -159,6 +166,7 @@ class _Fold:
     guard: OffsetGuard = field(default_factory=lambda: OffsetGuard())
     publisher: BatchPublisher | None = None
     helper: FoldProcess | None = None
+    idle: IdleSessions | None = None
 
     async def per_event(self, stream: StreamT) -> None:
         async for event in stream.events():
@@ -310,6 +318,20 @@ class _Fold:
         log.log(level, "dead letter %s/%d@%d: %s", m.topic, m.partition, m.offset, outcome.reason)
         headers = dead_letter_headers(m, outcome.reason)
         return await self.app.producer.send(self.dlq_topic, m.key, m.value, None, None, headers)
+
+    async def forget_idle(self, *_app: Any) -> None:
+        """Drop the sessions unchanged for the retention (see :mod:`.expiry`); not while partitions move.
+
+        Faust's timer passes the app; one sweep walks the whole table (~1 µs per session).
+        """
+        if self.idle is None or self.app.rebalancing or self.app.tables.recovery.in_recovery:
+            return
+        idle = self.idle.sweep(list(self.table.items()), time.monotonic())
+        for key in idle:
+            del self.table[key]  # a tombstone on the changelog
+        if idle:
+            log.info("forgot %d session(s) unchanged for %ds; %d kept", len(idle), self.idle.retention_s,
+                     len(self.idle))
 
     def _lookup(self, session_id: str) -> FoldState | None:
         data = self.table.get(session_id.encode())

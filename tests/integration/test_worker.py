@@ -238,3 +238,32 @@ def test_garbage_and_invalid_events_go_to_the_dead_letter_topic(
         assert int(headers[SOURCE_HEADERS[1]]) in range(settings.partitions)
         assert int(headers[SOURCE_HEADERS[2]]) >= 0
     assert dict(garbage.headers)["origin"] == b"test"  # type: ignore[attr-defined]
+
+
+def _tombstoned(s: Settings, key: bytes, timeout: float) -> bool:
+    """Whether the worker's table changelog gets a tombstone for ``key`` within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = read_topic(s, f"{s.worker_app_id}-sessions-changelog", 10**9, timeout=1.0)
+        if any(r.key == key and r.value is None for r in records):  # type: ignore[attr-defined]
+            return True
+    return False
+
+
+def test_an_idle_session_is_forgotten_and_a_later_step_still_comes_through(settings: Settings, unique: str) -> None:
+    s = replace(settings, session_retention_s=2)
+    session = bundled_sessions(s, f"i{unique}")[0]
+    expected = offline([session])
+    log = s.stack_dir / "worker.log"
+    with running_worker(s, "--log-level", "INFO", log=log):
+        send_events(s, session)
+        got = triples_covering(s, set(expected))
+        assert got[-1].status.state is SessionState.CONCLUDED and not any(m.duplicate for m in got)
+        key = session[0].session_id.encode()
+        assert _tombstoned(s, key, timeout=30), "the idle session's state is deleted from the changelog"
+        send_events(s, session[:1])  # the question again, after the session was forgotten
+        again = triples_messages(s, len(got) + 1)[len(got):]
+    assert "forgot 1 session(s) unchanged for 2s" in log.read_text()
+    assert [m.event_id for m in again] == [session[0].event_id]
+    assert again[0].triples == expected[session[0].event_id].triples, "its triples are the same as before"
+    assert not again[0].duplicate and again[0].status.steps == 1, "a fresh state: the earlier steps are forgotten"
