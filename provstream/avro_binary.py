@@ -3,9 +3,10 @@
 Avro spec, "Binary Encoding": int/long are zig-zag varints; string = long
 byte length + UTF-8; enum = int index; union = long branch index + value;
 boolean = one byte; array = long count + items, then 0 (empty: just 0);
-record = its fields in schema order. Every function raises ``TypeError`` (or
-``UnicodeEncodeError``) for a value Avro would not take, so a caller can fall
-back to fastavro, which reports it as the project's :class:`EncodeError`.
+record = its fields in schema order. Every function raises (``TypeError``,
+``AttributeError``, ``UnicodeEncodeError``) for a value Avro would not take,
+so a caller can fall back to fastavro, which reports it as the project's
+:class:`EncodeError`.
 """
 
 from __future__ import annotations
