@@ -56,7 +56,7 @@ from faust.types import EventT, StreamT
 from provstream.settings import Settings
 from provstream.streams import faust_fixes, faust_speedups
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
-from provstream.streams.expiry import IdleSessions, sweep_interval
+from provstream.streams.expiry import TOUCHED, idle_keys, sweep_interval
 from provstream.streams.fold import FoldState
 from provstream.streams.offload import FoldProcess, StateDict, from_wire
 from provstream.streams.publish import BatchPublisher
@@ -107,7 +107,7 @@ def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> 
     agent = fold.per_event if options.batch_size <= 1 else fold.batched(options.batch_size, options.batch_within)
     app.agent(events, name="provstream-fold")(agent)
     if settings.session_retention_s > 0:
-        fold.idle = IdleSessions(settings.session_retention_s)
+        fold.retention_s = settings.session_retention_s
         app.timer(sweep_interval(settings.session_retention_s), name="provstream-forget-idle")(fold.forget_idle)
     return app
 
@@ -166,7 +166,8 @@ class _Fold:
     guard: OffsetGuard = field(default_factory=lambda: OffsetGuard())
     publisher: BatchPublisher | None = None
     helper: FoldProcess | None = None
-    idle: IdleSessions | None = None
+    retention_s: float = 0.0  # 0: sessions are never forgotten
+    started: float = field(default_factory=time.time)
 
     async def per_event(self, stream: StreamT) -> None:
         async for event in stream.events():
@@ -297,7 +298,9 @@ class _Fold:
             states.update((sid, self.table.get(sid.encode())) for sid in folded)
 
     def _store(self, changed: dict[str, StateDict]) -> None:
+        now = time.time()
         for session_id, state in changed.items():
+            state[TOUCHED] = now  # for forget_idle; the fold ignores it
             self.table[session_id.encode()] = state
 
     async def _publish(self, batch: Sequence[EventT], outcomes: Sequence[Outcome]) -> None:
@@ -322,16 +325,15 @@ class _Fold:
     async def forget_idle(self, *_app: Any) -> None:
         """Drop the sessions unchanged for the retention (see :mod:`.expiry`); not while partitions move.
 
-        Faust's timer passes the app; one sweep walks the whole table (~1 µs per session).
+        Faust's timer passes the app; one sweep walks the whole table.
         """
-        if self.idle is None or self.app.rebalancing or self.app.tables.recovery.in_recovery:
+        if not self.retention_s or self.app.rebalancing or self.app.tables.recovery.in_recovery:
             return
-        idle = self.idle.sweep(list(self.table.items()), time.monotonic())
+        idle = idle_keys(self.table.items(), time.time(), self.retention_s, unstamped=self.started)
         for key in idle:
             del self.table[key]  # a tombstone on the changelog
         if idle:
-            log.info("forgot %d session(s) unchanged for %ds; %d kept", len(idle), self.idle.retention_s,
-                     len(self.idle))
+            log.info("forgot %d session(s) unchanged for %ds; %d kept", len(idle), self.retention_s, len(self.table))
 
     def _lookup(self, session_id: str) -> FoldState | None:
         data = self.table.get(session_id.encode())

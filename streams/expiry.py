@@ -9,46 +9,28 @@ duplicate or a late step, and its status message counts only the steps seen
 since; the sink ignores a status with fewer steps than the stored one, so
 the session's recorded status stays as it was.
 
-:class:`IdleSessions` is pure (the clock reading is an argument): each sweep
-it compares every table value with the one it saw before, by identity (the
-worker stores a new value object whenever a session changes), and returns the
-keys unchanged for at least ``retention`` seconds. A session is dropped
-between ``retention`` and ``retention`` + one sweep interval after its last
-change; a restart starts every clock again.
+The worker stamps each state it stores with the wall-clock time
+(:data:`TOUCHED`; the fold itself has no clock and ignores the field), so the
+age survives restarts; a state stored before stamps existed counts from the
+worker's start. A session is dropped between ``retention`` and ``retention``
++ one sweep interval after its last change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+TOUCHED = "touched"  # wall-clock seconds of the session's last change
 
 
-class IdleSessions:
-    """Which table keys have kept the same value for ``retention`` seconds."""
+def idle_keys(items: Iterable[tuple[bytes, Any]], now: float, retention_s: float, unstamped: float) -> list[bytes]:
+    """The keys whose state was last changed ``retention_s`` or more before ``now``.
 
-    def __init__(self, retention_s: float) -> None:
-        if retention_s <= 0:
-            raise ValueError("retention must be positive")
-        self.retention_s = retention_s
-        self._since: dict[bytes, tuple[float, object]] = {}  # key -> (first seen with this value, the value)
-
-    def sweep(self, items: Iterable[tuple[bytes, object]], now: float) -> list[bytes]:
-        """The keys to drop now; remembers the rest (keys gone from ``items`` are forgotten)."""
-        since: dict[bytes, tuple[float, object]] = {}
-        idle: list[bytes] = []
-        previous = self._since
-        for key, value in items:
-            seen = previous.get(key)
-            if seen is None or seen[1] is not value:
-                since[key] = (now, value)
-            elif now - seen[0] >= self.retention_s:
-                idle.append(key)
-            else:
-                since[key] = seen
-        self._since = since
-        return idle
-
-    def __len__(self) -> int:
-        return len(self._since)
+    ``unstamped``: the time to assume for a state without :data:`TOUCHED`.
+    """
+    cutoff = now - retention_s
+    return [key for key, state in items if isinstance(state, dict) and state.get(TOUCHED, unstamped) <= cutoff]
 
 
 def sweep_interval(retention_s: float) -> float:

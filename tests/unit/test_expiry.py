@@ -1,50 +1,32 @@
-"""IdleSessions: which sessions the worker forgets, and when."""
+"""Which sessions the worker forgets, and when."""
 
 from __future__ import annotations
 
 import pytest
 
-from provstream.streams.expiry import IdleSessions, sweep_interval
+from provstream.streams.expiry import TOUCHED, idle_keys, sweep_interval
+from provstream.streams.fold import FoldState
+from provstream.vocab import Mechanism
 
 
-def test_a_value_unchanged_for_the_retention_is_dropped() -> None:
-    idle = IdleSessions(10)
-    state = {"steps": []}
-    assert idle.sweep([(b"s", state)], now=0) == []
-    assert idle.sweep([(b"s", state)], now=9.9) == []
-    assert idle.sweep([(b"s", state)], now=10) == [b"s"]
-    assert len(idle) == 0
+def test_a_state_last_changed_a_retention_ago_is_dropped() -> None:
+    items = [(b"old", {TOUCHED: 100.0}), (b"edge", {TOUCHED: 110.0}), (b"new", {TOUCHED: 110.1})]
+    assert idle_keys(items, now=120.0, retention_s=10, unstamped=0.0) == [b"old", b"edge"]
 
 
-def test_a_new_value_starts_the_clock_again_even_when_equal() -> None:
-    idle = IdleSessions(10)
-    assert idle.sweep([(b"s", {"steps": [1]})], now=0) == []
-    assert idle.sweep([(b"s", {"steps": [1]})], now=8) == []  # stored again: a change as far as the worker knows
-    assert idle.sweep([(b"s", {"steps": [1]})], now=16) == []
+def test_an_unstamped_state_counts_from_the_workers_start() -> None:
+    items = [(b"legacy", {"steps": []})]
+    assert idle_keys(items, now=120.0, retention_s=10, unstamped=115.0) == []
+    assert idle_keys(items, now=125.0, retention_s=10, unstamped=115.0) == [b"legacy"]
 
 
-def test_sessions_are_judged_one_by_one() -> None:
-    idle = IdleSessions(10)
-    quiet, busy = object(), object()
-    idle.sweep([(b"quiet", quiet), (b"busy", busy)], now=0)
-    busy = object()
-    assert idle.sweep([(b"quiet", quiet), (b"busy", busy)], now=5) == []
-    assert idle.sweep([(b"quiet", quiet), (b"busy", busy)], now=12) == [b"quiet"]
-    assert idle.sweep([(b"busy", busy)], now=15) == [b"busy"]
+def test_values_that_are_not_states_are_left_alone() -> None:
+    assert idle_keys([(b"gone", None)], now=1e9, retention_s=1, unstamped=0.0) == []
 
 
-def test_keys_gone_from_the_table_are_forgotten() -> None:
-    idle = IdleSessions(10)
-    state = object()
-    idle.sweep([(b"s", state)], now=0)
-    assert idle.sweep([], now=5) == []
-    assert len(idle) == 0
-    assert idle.sweep([(b"s", state)], now=11) == []  # back (recovered, re-assigned): a new clock
-
-
-def test_retention_must_be_positive() -> None:
-    with pytest.raises(ValueError):
-        IdleSessions(0)
+def test_the_fold_reads_a_stamped_state_as_before() -> None:
+    state = FoldState(Mechanism.AGENT, "u", "c", (("question", "e1"),), None)
+    assert FoldState.from_dict({**state.to_dict(), TOUCHED: 1.0}) == state
 
 
 @pytest.mark.parametrize(("retention", "interval"), [(2, 1.0), (60, 15.0), (7 * 24 * 3600, 300.0)])
