@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
 from typing import Any
 
 from provstream import codec, event_writer, triples_reader, vocab
@@ -31,8 +31,6 @@ from provstream.triples import (
 )
 from provstream.vocab import Mechanism
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 _PAYLOAD_TYPES: dict[str, type] = {f"provstream.{t.__name__}": t for t in ev.MECHANISM_OF}
 _PAYLOAD_NAMES: dict[type, str] = {t: n for n, t in _PAYLOAD_TYPES.items()}
 
@@ -73,7 +71,7 @@ def event_to_avro(event: ev.Event) -> dict[str, Any]:
         "session_id": event.session_id,
         "mechanism": event.mechanism.value,
         "seq": event.seq,
-        "event_time": (event.event_time - _EPOCH) // _MICROSECOND,  # fastavro's own conversion is 3x slower
+        "event_time": event_writer.epoch_micros(event.event_time),
         "user": event.user,
         "collection": event.collection,
         "payload": _payload_to_avro(event.payload),
