@@ -26,18 +26,16 @@ import timeit
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from kafka.admin import KafkaAdminClient
 
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import KafkaTransport
+from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
 from provstream.topics import topic_specs
 from provstream.trajectories import AgentTrajectory, load
-
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "react" / "hotpot_fever.jsonl"
 
 
 def steps(records: list[AgentTrajectory], total: int) -> list[tuple[str, Any]]:
@@ -98,7 +96,7 @@ def main() -> None:
     admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, client_id="provstream-bench")
     admin.create_topics([topic_specs(settings)[0]])
     admin.close()  # not kept open: its network thread would share the GIL during the runs
-    records = [r for _, r in load(DATA) if isinstance(r, AgentTrajectory)]
+    records = [r for _, r in load(REACT_TRAJECTORIES) if isinstance(r, AgentTrajectory)]
     print(f"# bench_emit {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  {platform.python_implementation()} "
           f"{platform.python_version()}  cpus={os.cpu_count()}  load={os.getloadavg()[0]:.2f}  topic={topic}  "
           f"partitions={settings.partitions}  compression={args.compression}  "

@@ -39,6 +39,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from provstream import wire
+from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
 from provstream.streams import trajectories
 from provstream.streams.app import TABLE
@@ -46,7 +47,6 @@ from provstream.streams.runner import READY
 from provstream.topics import ensure_topics
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
 
 
 def bench_settings(base: Settings, run_id: str, workdir: Path) -> Settings:
@@ -59,7 +59,7 @@ def bench_settings(base: Settings, run_id: str, workdir: Path) -> Settings:
 
 def preload(s: Settings, count: int) -> int:
     """Encode and send at least ``count`` events; the number sent."""
-    records = trajectories.load(DATA)
+    records = trajectories.load(REACT_TRAJECTORIES)
     p = KafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=20, batch_size=256 * 1024)
     sent, n = 0, 0
     start = datetime(2025, 1, 1, tzinfo=UTC)

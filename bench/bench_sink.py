@@ -48,13 +48,13 @@ from provstream import events as ev
 from provstream import wire
 from provstream.connectors.neo4j_store import Neo4jStore
 from provstream.connectors.replay import StartAt, replay
+from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
 from provstream.streams.fold import FoldState, fold
 from provstream.streams.trajectories import load, sessions
 from provstream.topics import ensure_topics, topic_specs
 from provstream.triples import StepTriples
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "react" / "hotpot_fever.jsonl"
 START = datetime(2025, 3, 1, tzinfo=UTC)
 STALL_SECONDS = 120
 SINK_COMMAND = ["-m", "provstream", "sink", "-v"]
@@ -71,7 +71,7 @@ def bench_settings(base: Settings, run_id: str) -> Settings:
 
 def make_data(settings: Settings, count: int) -> tuple[list[ev.Event], list[StepTriples]]:
     """Events of ``count`` sessions (interleaved as live agents would emit them) and their triples messages."""
-    per_session = list(sessions(load(DATA), f"bench-{settings.collection}", START, count, settings.user,
+    per_session = list(sessions(load(REACT_TRAJECTORIES), f"bench-{settings.collection}", START, count, settings.user,
                                 settings.collection))
     events = [s[i] for i in range(max(map(len, per_session))) for s in per_session if i < len(s)]
     states: dict[str, FoldState] = {}

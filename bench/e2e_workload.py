@@ -1,9 +1,9 @@
 """Sessions built from the bundled data, and a streamer that emits them live.
 
-The workload: HotpotQA dev questions (``../shared/data/hotpotqa_dev_questions.jsonl``)
+The workload: HotpotQA dev questions (``provstream/data/hotpotqa_dev_questions.jsonl``)
 asked of three mechanisms. Eight in ten are ReAct agent sessions whose
 iterations are the steps of the bundled ReAct trajectories
-(``../shared/data/react/hotpot_fever.jsonl``, cycled) and whose conclusion is
+(``provstream/data/react/hotpot_fever.jsonl``, cycled) and whose conclusion is
 the HotpotQA answer; one in ten is a DocRAG query (three selected chunks), one
 in ten a GraphRAG query (two selected edges). Everything is deterministic from
 the session prefix, so the expected step IRIs of every session are known
@@ -28,13 +28,13 @@ from typing import Any
 
 from provstream import vocab as v
 from provstream.connectors.emitter import Emitter
+from provstream.data import HOTPOTQA_DEV_QUESTIONS, REACT_TRAJECTORIES
 from provstream.events import SelectedEdge
 from provstream.trajectories import AgentTrajectory, DocRagRun, GraphRagRun, Record, load
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-TRAJECTORIES = DATA / "react" / "hotpot_fever.jsonl"
-QUESTIONS = DATA / "hotpotqa_dev_questions.jsonl"
+TRAJECTORIES = REACT_TRAJECTORIES
+QUESTIONS = HOTPOTQA_DEV_QUESTIONS
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 
 

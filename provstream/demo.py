@@ -3,7 +3,7 @@
 :func:`run_demo` emits, step by step with a small pause between steps so a
 live tail shows the flow:
 
-1. the 12 real ReAct trajectories (``../shared/data/react/hotpot_fever.jsonl``)
+1. the 12 real ReAct trajectories (``provstream/data/react/hotpot_fever.jsonl``)
    as agent sessions;
 2. DocRAG sessions that really retrieve: the bundled HotpotQA questions the
    corpus can answer, each searched in the corpus and answered extractively;
@@ -30,11 +30,12 @@ from provstream.agent.docrag import run_docrag
 from provstream.agent.graphrag import run_graphrag
 from provstream.agent.run import Sessions, invoke
 from provstream.agent.search import default_index
+from provstream.data import DATA_DIR
 from provstream.errors import InvalidInput, StoreError, WaitTimeout
 from provstream.request import AgentRequest
 from provstream.settings import Settings
 
-DEFAULT_DATA: Final = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+DEFAULT_DATA: Final = DATA_DIR
 DEFAULT_DELAY: Final = 0.05
 AGENT_QUESTION: Final = "Who was hired as head coach of the Indiana Pacers in the 1997-98 season?"
 GRAPHRAG_SESSIONS: Final = 3
@@ -69,7 +70,7 @@ class Paced:
 
 
 def trajectories(path: Path) -> Iterator[dict[str, Any]]:
-    """The ReAct trajectories, one JSON object per line (format: ``shared/data/README.md``)."""
+    """The ReAct trajectories, one JSON object per line (format: ``provstream/data/README.md``)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:

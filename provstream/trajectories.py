@@ -2,7 +2,7 @@
 
 One JSON object per line (blank lines are skipped):
 
-* a ReAct trajectory (``../shared/data/README.md``)::
+* a ReAct trajectory (``provstream/data/README.md``)::
 
     {"question": "...", "answer": "...", "source": "...",
      "steps": [{"thought": "...", "action": "Search", "arguments": {"input": "..."}, "observation": "..."}]}

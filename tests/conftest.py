@@ -12,7 +12,9 @@ accumulate them.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -21,6 +23,30 @@ from urllib.parse import urlparse
 import pytest
 
 from provstream.settings import Settings
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_BESIDE = os.path.dirname(REPO) + os.sep
+
+
+def _outside_the_clone(event: str, args: tuple[object, ...]) -> None:
+    """Refuse to open anything beside the repository (``../shared`` and the like).
+
+    A user clones the project alone: a test, fixture or library call that reads
+    a sibling folder passes here and fails for them. Dot-folders beside the
+    clone (``~/.cache``, ``~/.m2`` when it sits in a home directory) are tools'
+    caches, not project data, and stay allowed. ``.ci/run`` also runs the
+    tests in a fresh clone with nothing beside it, which catches subprocesses.
+    """
+    if event != "open" or not args or not isinstance(args[0], str | os.PathLike):
+        return
+    path = os.path.abspath(os.fspath(args[0]))
+    if isinstance(path, str) and path.startswith(_BESIDE) and not path.startswith(REPO + os.sep) \
+            and not path[len(_BESIDE):].startswith("."):
+        raise PermissionError(f"the tests opened {path}, outside the repository {REPO}: "
+                              "bundle what the project needs inside it (see provstream/data)")
+
+
+sys.addaudithook(_outside_the_clone)
 
 
 @pytest.fixture(scope="session")

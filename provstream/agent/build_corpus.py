@@ -1,6 +1,6 @@
 """Build the bundled corpus from the ReAct trajectories (run once; output committed).
 
-    python -m provstream.agent.build_corpus [--data ../shared/data] [--out provstream/agent/data]
+    python -m provstream.agent.build_corpus [--data provstream/data] [--out provstream/agent/data]
 
 1. Every Search/Lookup observation that returned article text is a paragraph
    of the article last searched (``Could not find``/``No more results`` are
@@ -29,6 +29,7 @@ from urllib.parse import quote
 from provstream.agent.corpus import CORPUS_FILE, QUESTIONS_FILE, Chunk, DemoQuestion
 from provstream.agent.search import SearchIndex
 from provstream.agent.text import fold_accents, slug, split_sentences
+from provstream.data import DATA_DIR
 
 SENTENCES_PER_CHUNK = 2
 QUESTIONS = 10
@@ -126,7 +127,7 @@ def _write_jsonl(path: Path, rows: Iterable[Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=_REPO.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=DATA_DIR)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "data")
     args = parser.parse_args(argv)
     chunks = chunk_articles(paragraphs(_read_jsonl(args.data / "react" / "hotpot_fever.jsonl")))

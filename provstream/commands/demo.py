@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--delay", type=float, default=DEFAULT_DELAY, metavar="SECONDS",
                         help=f"pause before each step (default: {DEFAULT_DELAY})")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, metavar="DIR",
-                        help="the shared data folder holding react/hotpot_fever.jsonl (default: ../shared/data)")
+                        help="a data folder holding react/hotpot_fever.jsonl (default: the bundled provstream/data)")
     parser.add_argument("-U", "--user", help="user scope (default: trustgraph)")
     parser.add_argument("-C", "--collection", help="collection scope (default: default)")
     parser.add_argument("--wait", action="store_true", help="then wait until every session is complete in Neo4j")

@@ -1,6 +1,6 @@
 """Deterministic sample sessions for demos and tests of the read side.
 
-Turns a bundled ReAct trajectory (``shared/data/react/*.jsonl``) into the step
+Turns a bundled ReAct trajectory (``provstream/data/react/*.jsonl``) into the step
 events an agent would have emitted, builds small GraphRAG / DocRAG sessions,
 and folds events into the triples messages the sink writes. Pure: times come
 from the caller, event ids from (session, seq).

@@ -1,7 +1,7 @@
 """Helpers for the sink and replay integration tests (imported by them; holds no tests).
 
 Sessions come from the bundled ReAct trajectories
-(``<repo>/../shared/data/react/hotpot_fever.jsonl``); triples messages are
+(``provstream/data/react/hotpot_fever.jsonl``); triples messages are
 made with the pure fold, so these tests do not need the worker.
 """
 
@@ -26,13 +26,14 @@ from neo4j import GraphDatabase
 
 from provstream import events as ev
 from provstream import wire
+from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
 from provstream.streams.fold import FoldState, fold
 from provstream.streams.trajectories import load, trajectory_events
 from provstream.triples import StepTriples, Triple
 
 REPO = Path(__file__).resolve().parents[2]
-TRAJECTORIES = REPO.parent / "shared" / "data" / "react" / "hotpot_fever.jsonl"
+TRAJECTORIES = REACT_TRAJECTORIES
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
 

@@ -12,10 +12,10 @@ from sink_support import cypher, sink_process
 from worker_support import running_worker
 
 from provstream.connectors.emitter import Emitter
+from provstream.data import DATA_DIR
 from provstream.demo import run_demo, wait_for_sessions
 from provstream.settings import Settings
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 pytestmark = pytest.mark.integration
 
 SUBTRACE_LINK = """
@@ -30,7 +30,7 @@ def test_every_demo_session_reaches_neo4j_complete(isolated: Settings, tmp_path:
     lines: list[str] = []
     with running_worker(replace(isolated, stack_dir=tmp_path)), sink_process(isolated):
         with Emitter(isolated) as emitter:
-            uris = run_demo(emitter, isolated, data_dir=SHARED, delay=0, out=lines.append)
+            uris = run_demo(emitter, isolated, data_dir=DATA_DIR, delay=0, out=lines.append)
             emitter.flush()
         progress: list[str] = []
         wait_for_sessions(isolated, uris, timeout=180, out=progress.append)

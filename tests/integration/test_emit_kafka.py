@@ -17,6 +17,7 @@ from kafka.partitioner.default import murmur2
 
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import KafkaTransport, Value, materialise
+from provstream.data import REACT_TRAJECTORIES
 from provstream.errors import StepTooLarge
 from provstream.settings import Settings
 from provstream.trajectories import AgentTrajectory, load, replay
@@ -26,7 +27,6 @@ from provstream.wire import decode_event
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -70,9 +70,9 @@ def expected_partition(key: bytes, partitions: int) -> int:
 def test_bundled_trajectories_arrive_byte_identical_and_in_order_per_session(isolated: Settings) -> None:
     transport = RecordingTransport(isolated)
     with Emitter(isolated, transport=transport) as emitter:
-        uris = [replay(emitter, record) for _, record in load(DATA)]
+        uris = [replay(emitter, record) for _, record in load(REACT_TRAJECTORIES)]
         emitter.flush(60)
-    steps = sum(len(r.steps) + 2 for _, r in load(DATA) if isinstance(r, AgentTrajectory))
+    steps = sum(len(r.steps) + 2 for _, r in load(REACT_TRAJECTORIES) if isinstance(r, AgentTrajectory))
     assert len(uris) == 12 and len(transport.given) == steps
 
     got = consume(isolated, steps)
@@ -116,7 +116,7 @@ def cli(isolated: Settings, *args: str, timeout: float = 120, **env_extra: str) 
 
 
 def test_provstream_emit_streams_a_file_and_prints_uris_in_input_order(isolated: Settings, tmp_path: Path) -> None:
-    lines = DATA.read_text(encoding="utf-8").splitlines()[:2] + [
+    lines = REACT_TRAJECTORIES.read_text(encoding="utf-8").splitlines()[:2] + [
         json.dumps({"mechanism": "docrag", "question": "d?", "chunks": ["c1"], "answer": "da"}),
         json.dumps({"mechanism": "graphrag", "question": "g?", "edge_count": 3,
                     "selected": [{"edge": ["http://x/s", "http://x/p", "o"], "reasoning": "r"}], "answer": "ga"}),
@@ -139,7 +139,7 @@ def test_provstream_emit_streams_a_file_and_prints_uris_in_input_order(isolated:
 
 
 def test_provstream_emit_into_a_closed_pipe_still_imports_everything(isolated: Settings, tmp_path: Path) -> None:
-    lines = DATA.read_text(encoding="utf-8").splitlines()[:4] * 300  # long enough to outlive the reader
+    lines = REACT_TRAJECTORIES.read_text(encoding="utf-8").splitlines()[:4] * 300  # long enough to outlive the reader
     path = tmp_path / "runs.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = {**os.environ, "PROVSTREAM_EVENTS_TOPIC": isolated.events_topic,
@@ -162,7 +162,7 @@ def test_provstream_emit_into_a_closed_pipe_still_imports_everything(isolated: S
 def test_provstream_emit_refuses_a_bad_file_naming_the_line_and_sends_nothing(
         isolated: Settings, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    good = DATA.read_text(encoding="utf-8").splitlines()[0]
+    good = REACT_TRAJECTORIES.read_text(encoding="utf-8").splitlines()[0]
     path.write_text(good + "\n" + json.dumps({"mechanism": "graphrag", "question": "q", "answer": "a",
                                                "edge_count": 1, "selected": [{"edge": ["no iri", "p", "o"]}]}) + "\n")
     done = cli(isolated, "emit", "--jsonl", str(path))
@@ -173,7 +173,7 @@ def test_provstream_emit_refuses_a_bad_file_naming_the_line_and_sends_nothing(
 
 def test_provstream_emit_exits_non_zero_when_kafka_is_unreachable(isolated: Settings, tmp_path: Path) -> None:
     path = tmp_path / "one.jsonl"
-    path.write_text(DATA.read_text(encoding="utf-8").splitlines()[0] + "\n")
+    path.write_text(REACT_TRAJECTORIES.read_text(encoding="utf-8").splitlines()[0] + "\n")
     unreachable = replace(isolated, kafka_bootstrap="127.0.0.1:1")
     done = cli(unreachable, "emit", "--jsonl", str(path), timeout=60, PROVSTREAM_EMIT_BLOCK_MS="1000")
     assert done.returncode == 1

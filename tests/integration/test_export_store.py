@@ -14,6 +14,7 @@ from rdflib.compare import isomorphic
 from provstream import cli
 from provstream import vocab as v
 from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.data import REACT_TRAJECTORIES
 from provstream.rdf import to_graph
 from provstream.read import samples
 from provstream.read.export import FORMATS, RDF_FORMATS, parse_rdf
@@ -26,7 +27,7 @@ from provstream.triples import StepTriples
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-TRAJECTORIES = samples.load_trajectories(REPO.parent / "shared" / "data" / "react" / "hotpot_fever.jsonl")
+TRAJECTORIES = samples.load_trajectories(REACT_TRAJECTORIES)
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
 

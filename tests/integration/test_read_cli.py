@@ -14,6 +14,7 @@ import pytest
 
 from provstream import vocab as v
 from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.data import REACT_TRAJECTORIES
 from provstream.read import samples
 from provstream.read.cli import list_main, show_main
 from provstream.settings import Settings
@@ -21,7 +22,7 @@ from provstream.settings import Settings
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-TRAJECTORIES = samples.load_trajectories(REPO.parent / "shared" / "data" / "react" / "hotpot_fever.jsonl")
+TRAJECTORIES = samples.load_trajectories(REACT_TRAJECTORIES)
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 AGENT, DOCRAG, GRAPHRAG = v.Mechanism.AGENT, v.Mechanism.DOCRAG, v.Mechanism.GRAPHRAG
 

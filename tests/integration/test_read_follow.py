@@ -20,6 +20,7 @@ from kafka import KafkaProducer
 
 from provstream import vocab as v
 from provstream import wire
+from provstream.data import REACT_TRAJECTORIES
 from provstream.read import samples
 from provstream.settings import Settings
 from provstream.triples import StepTriples
@@ -27,7 +28,7 @@ from provstream.triples import StepTriples
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-TRAJECTORIES = samples.load_trajectories(REPO.parent / "shared" / "data" / "react" / "hotpot_fever.jsonl")
+TRAJECTORIES = samples.load_trajectories(REACT_TRAJECTORIES)
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 BIN = Path(sys.executable).parent
 TIMEOUT = 60.0

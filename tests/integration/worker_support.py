@@ -17,12 +17,12 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from provstream import events as ev
 from provstream import wire
+from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
 from provstream.streams.runner import READY
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / ".." / "shared" / "data"
-TRAJECTORIES = DATA / "react" / "hotpot_fever.jsonl"
+TRAJECTORIES = REACT_TRAJECTORIES
 
 
 def worker_env(settings: Settings) -> dict[str, str]:

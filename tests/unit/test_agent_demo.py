@@ -3,13 +3,12 @@ fold: every session it returns is complete, in one scope, sub-trace linked."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from provstream import events as ev
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
+from provstream.data import DATA_DIR
 from provstream.demo import Paced, run_demo, wait_for_sessions
 from provstream.errors import WaitTimeout
 from provstream.settings import Settings
@@ -18,15 +17,12 @@ from provstream.triples import SessionState
 from provstream.vocab import Mechanism, question_iri
 from provstream.wire import decode_event
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
-
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data not beside the repo")
 def test_demo_emits_complete_sessions_of_every_kind() -> None:
     settings = Settings(user="demo-user", collection="demo")
     transport, lines = MemoryTransport(), []
     with Emitter(settings, transport=transport) as emitter:
-        uris = run_demo(emitter, settings, data_dir=SHARED, delay=0, out=lines.append)
+        uris = run_demo(emitter, settings, data_dir=DATA_DIR, delay=0, out=lines.append)
     events = [decode_event(value) for _, value in transport.sent]
     states: dict[str, FoldState] = {}
     final: dict[str, SessionState] = {}

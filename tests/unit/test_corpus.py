@@ -5,14 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from provstream.agent import build_corpus as bc
 from provstream.agent.corpus import load_chunks, load_demo_questions, load_graph
 from provstream.agent.search import SearchIndex, default_index
 from provstream.agent.text import slug, split_sentences, tokenize
+from provstream.data import REACT_TRAJECTORIES
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 IRI = re.compile(r"^https?://\S+$")
 
 
@@ -55,9 +53,8 @@ def test_sentences_keep_abbreviations() -> None:
     assert tokenize("The Simpsons' creators, Jalapeño") == ["simpson", "creator", "jalapeno"]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data not beside the repo")
 def test_committed_corpus_is_what_the_build_script_produces(tmp_path: Path) -> None:
-    chunks = bc.chunk_articles(bc.paragraphs(bc._read_jsonl(SHARED / "react" / "hotpot_fever.jsonl")))
+    chunks = bc.chunk_articles(bc.paragraphs(bc._read_jsonl(REACT_TRAJECTORIES)))
     assert tuple(chunks) == load_chunks()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from prov.model import ProvDocument
@@ -13,6 +12,7 @@ from rdflib.compare import isomorphic
 
 from provstream import events as ev
 from provstream import vocab as v
+from provstream.data import REACT_TRAJECTORIES
 from provstream.rdf import to_graph
 from provstream.read import samples
 from provstream.read.export import FORMATS, RDF_FORMATS, ExportError, export, parse_rdf
@@ -21,7 +21,6 @@ from provstream.read.provdoc import to_prov_document
 from provstream.read.strict import PROV_USED, PROV_WAS_INFORMED_BY, strict_triples
 from provstream.triples import Iri, Triple
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 START = datetime(2025, 3, 1, 9, 30, 0, 123456, tzinfo=UTC)
 EDGES = [ev.SelectedEdge("http://ex.org/HighPlains", "http://ex.org/elevation", "1,800-7,000 ft", "states it"),
          ev.SelectedEdge("http://ex.org/HighPlains", "http://ex.org/partOf", "http://ex.org/GreatPlains")]
@@ -31,7 +30,7 @@ EDGES = [ev.SelectedEdge("http://ex.org/HighPlains", "http://ex.org/elevation", 
 def scope_triples() -> set[Triple]:
     """All 12 trajectories (one a DAG, one calling a DocRAG sub-trace), a DocRAG and a GraphRAG session."""
     events: list[ev.Event] = []
-    for n, t in enumerate(samples.load_trajectories(DATA / "react" / "hotpot_fever.jsonl")):
+    for n, t in enumerate(samples.load_trajectories(REACT_TRAJECTORIES)):
         extra = {"used": {3: (1, 2)}} if n == 0 else {}
         if n == 1:
             extra = {"subtraces": {2: ev.SubTrace(v.Mechanism.DOCRAG, "doc-1")}}

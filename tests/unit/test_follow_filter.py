@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 from provstream import vocab as v
+from provstream.data import REACT_TRAJECTORIES
 from provstream.read import follow, samples
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-TRAJECTORIES = samples.load_trajectories(DATA / "react" / "hotpot_fever.jsonl")
+TRAJECTORIES = samples.load_trajectories(REACT_TRAJECTORIES)
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 PARENT = v.question_iri(v.Mechanism.AGENT, "t-parent")
 SUB = v.question_iri(v.Mechanism.DOCRAG, "t-sub")

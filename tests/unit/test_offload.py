@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from pathlib import Path
 
 from provstream import wire
+from provstream.data import REACT_TRAJECTORIES
 from provstream.streams import trajectories
 from provstream.streams.batch import Accepted, Message, Rejected, fold_batch
 from provstream.streams.fold import FoldState
 from provstream.streams.offload import FoldProcess, fold_in_helper, from_wire
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
 
 
 def session_events(sid: str, index: int = 0) -> list:
-    record = trajectories.load(DATA / "react" / "hotpot_fever.jsonl")[index]
+    record = trajectories.load(REACT_TRAJECTORIES)[index]
     return list(trajectories.trajectory_events(record, sid, T0))
 
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 from provstream import events as ev
 from provstream import vocab as v
+from provstream.data import REACT_TRAJECTORIES
 from provstream.read import samples
 from provstream.read.listing import EMPTY, render_table, row_from_record, rows_json, trace_type
 from provstream.read.steps import describe, format_line, in_scope
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 START = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 
 
@@ -54,7 +53,7 @@ def test_empty_message_names_the_scope() -> None:
 
 
 def test_live_lines_name_session_type_step_and_text() -> None:
-    t = samples.load_trajectories(DATA / "react" / "hotpot_fever.jsonl")[0]
+    t = samples.load_trajectories(REACT_TRAJECTORIES)[0]
     msgs = samples.fold_events(samples.agent_events(t, "live", start=START))
     lines = [describe(m) for m in msgs]
     assert [x.step for x in lines] == ["question", "i1", "i2", "i3", "i4", "i5", "conclusion"]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from provstream import events as ev
 from provstream import vocab as v
+from provstream.data import REACT_TRAJECTORIES
 from provstream.errors import TraceNotFound
 from provstream.read import render_json, samples
 from provstream.read.model import AgentTrace, Completeness, RagTrace
@@ -17,14 +17,13 @@ from provstream.read.parse import build_trace, trace_mechanism
 from provstream.read.render_text import render_trace
 from provstream.triples import Iri, Triple
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 START = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 AGENT = v.Mechanism.AGENT
 
 
 @pytest.fixture(scope="module")
 def trajectories() -> list[dict]:
-    return samples.load_trajectories(DATA / "react" / "hotpot_fever.jsonl")
+    return samples.load_trajectories(REACT_TRAJECTORIES)
 
 
 def _trace(question: str, events: list[ev.Event]):

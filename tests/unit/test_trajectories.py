@@ -10,12 +10,11 @@ import pytest
 from provstream import events as ev
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
+from provstream.data import REACT_TRAJECTORIES
 from provstream.errors import InvalidInput
 from provstream.settings import Settings
 from provstream.trajectories import AgentTrajectory, DocRagRun, GraphRagRun, load, parse_line, replay
 from provstream.wire import decode_event
-
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
 
 DOCRAG = {"mechanism": "docrag", "question": "d?", "chunks": ["c1", "c2"], "answer": "da"}
 GRAPHRAG = {"mechanism": "graphrag", "question": "g?", "edge_count": 9,
@@ -23,7 +22,7 @@ GRAPHRAG = {"mechanism": "graphrag", "question": "g?", "edge_count": 9,
 
 
 def test_the_bundled_trajectories_load() -> None:
-    records = [r for _, r in load(DATA)]
+    records = [r for _, r in load(REACT_TRAJECTORIES)]
     assert len(records) == 12 and all(isinstance(r, AgentTrajectory) for r in records)
     first = records[0]
     assert isinstance(first, AgentTrajectory)
@@ -69,12 +68,12 @@ def test_errors_name_the_file_and_line(tmp_path: Path) -> None:
 def test_replay_emits_each_run_as_a_session() -> None:
     transport = MemoryTransport()
     emitter = Emitter(Settings(), transport=transport)
-    uris = [replay(emitter, r) for _, r in load(DATA)]
+    uris = [replay(emitter, r) for _, r in load(REACT_TRAJECTORIES)]
     uris.append(replay(emitter, parse_line(json.dumps(DOCRAG)), user="u", collection="c"))
     uris.append(replay(emitter, parse_line(json.dumps(GRAPHRAG)), session_id="g-1"))
     assert all(u.startswith("urn:trustgraph:agent:") for u in uris[:12])
     assert uris[12].startswith("urn:trustgraph:docrag:") and uris[13] == "urn:trustgraph:question:g-1"
     events = [decode_event(v) for _, v in transport.sent]
-    steps = sum(len(r.steps) + 2 for _, r in load(DATA) if isinstance(r, AgentTrajectory))
+    steps = sum(len(r.steps) + 2 for _, r in load(REACT_TRAJECTORIES) if isinstance(r, AgentTrajectory))
     assert len(events) == steps + 3 + 4
     assert (events[-4].user, events[-5].user, events[-5].collection) == ("trustgraph", "u", "c")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,12 +12,13 @@ from hypothesis import strategies as st
 from test_wire_triples import GOOD, messages
 
 from provstream import codec, triples_reader, wire
+from provstream.data import REACT_TRAJECTORIES
 from provstream.errors import DecodeError
 from provstream.streams import trajectories
 from provstream.streams.fold import fold
 from provstream.triples import StepTriples
 
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
+CORPUS = REACT_TRAJECTORIES
 
 
 def fastavro_path(data: bytes) -> StepTriples | type[DecodeError]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +13,11 @@ from wire_support import assert_encodes_like_fastavro
 
 from provstream import codec, event_writer, wire
 from provstream import events as ev
+from provstream.data import REACT_TRAJECTORIES
 from provstream.streams import trajectories
 from provstream.vocab import Mechanism
 
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
+CORPUS = REACT_TRAJECTORIES
 
 
 def fastavro_bytes(event: ev.Event) -> bytes:

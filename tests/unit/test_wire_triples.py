@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,12 +13,13 @@ from wire_support import assert_encodes_like_fastavro
 
 from provstream import codec, wire
 from provstream import events as ev
+from provstream.data import REACT_TRAJECTORIES
 from provstream.streams import trajectories
 from provstream.streams.fold import fold
 from provstream.triples import Iri, Literal, QuotedTriple, SessionState, SessionStatus, StepTriples, Triple
 from provstream.vocab import Mechanism
 
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "react" / "hotpot_fever.jsonl"
+CORPUS = REACT_TRAJECTORIES
 
 
 def fastavro_bytes(msg: StepTriples) -> bytes:
