@@ -37,7 +37,7 @@ faults: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check provstream streams connectors tests bench
-	$(BIN)/mypy
+	bash scripts/typecheck
 
 clean-stack: down
 	rm -rf .stack

@@ -32,10 +32,10 @@ from kafka.admin import KafkaAdminClient
 
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import KafkaTransport
+from provstream.core.trajectories import AgentTrajectory, load
 from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
 from provstream.topics import topic_specs
-from provstream.trajectories import AgentTrajectory, load
 
 
 def steps(records: list[AgentTrajectory], total: int) -> list[tuple[str, Any]]:

@@ -38,10 +38,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
-from provstream import wire
+from provstream import testing
+from provstream.codec import records as wire
 from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
-from provstream.streams import trajectories
 from provstream.streams.app import TABLE
 from provstream.streams.runner import READY
 from provstream.topics import ensure_topics
@@ -59,12 +59,12 @@ def bench_settings(base: Settings, run_id: str, workdir: Path) -> Settings:
 
 def preload(s: Settings, count: int) -> int:
     """Encode and send at least ``count`` events; the number sent."""
-    records = trajectories.load(REACT_TRAJECTORIES)
+    records = testing.load_trajectories(REACT_TRAJECTORIES)
     p = KafkaProducer(bootstrap_servers=s.kafka_bootstrap, linger_ms=20, batch_size=256 * 1024)
     sent, n = 0, 0
     start = datetime(2025, 1, 1, tzinfo=UTC)
     while sent < count:
-        for e in trajectories.trajectory_events(records[n % len(records)], f"b{n}", start):
+        for e in testing.trajectory_events(records[n % len(records)], f"b{n}", start):
             p.send(s.events_topic, key=e.session_id.encode(), value=wire.encode_event(e))
             sent += 1
         n += 1

@@ -44,16 +44,14 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
-from provstream import events as ev
-from provstream import wire
-from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.codec import records as wire
+from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.connectors.replay import StartAt, replay
-from provstream.data import REACT_TRAJECTORIES
+from provstream.core import events as ev
+from provstream.core.triples import StepTriples
 from provstream.settings import Settings
-from provstream.streams.fold import FoldState, fold
-from provstream.streams.trajectories import load, sessions
+from provstream.testing import fold_all, load_trajectories, sessions
 from provstream.topics import ensure_topics, topic_specs
-from provstream.triples import StepTriples
 
 START = datetime(2025, 3, 1, tzinfo=UTC)
 STALL_SECONDS = 120
@@ -71,15 +69,10 @@ def bench_settings(base: Settings, run_id: str) -> Settings:
 
 def make_data(settings: Settings, count: int) -> tuple[list[ev.Event], list[StepTriples]]:
     """Events of ``count`` sessions (interleaved as live agents would emit them) and their triples messages."""
-    per_session = list(sessions(load(REACT_TRAJECTORIES), f"bench-{settings.collection}", START, count, settings.user,
+    per_session = list(sessions(load_trajectories(), f"bench-{settings.collection}", START, count, settings.user,
                                 settings.collection))
     events = [s[i] for i in range(max(map(len, per_session))) for s in per_session if i < len(s)]
-    states: dict[str, FoldState] = {}
-    messages = []
-    for e in events:
-        states[e.session_id], msg = fold(states.get(e.session_id), e)
-        messages.append(msg)
-    return events, messages
+    return events, fold_all(events)
 
 
 def produce(settings: Settings, topic: str, items: Sequence[tuple[str, bytes]]) -> float:

@@ -27,13 +27,12 @@ from kafka.structs import TopicPartition
 from neo4j import Driver, GraphDatabase
 from rdflib.compare import isomorphic
 
-from provstream.connectors.neo4j_store import Neo4jStore
+from provstream import testing
+from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.connectors.replay import OfflineFold
-from provstream.rdf import to_graph
+from provstream.core.triples import Triple
+from provstream.read.rdf import to_graph
 from provstream.settings import Settings
-from provstream.streams import trajectories
-from provstream.streams.fold import FoldState, fold
-from provstream.triples import StepTriples, Triple
 
 STEP_NODES: Final[LiteralString] = """
 MATCH (n:Resource {user: $user, collection: $collection}) WHERE n.types IS NOT NULL RETURN n.iri AS iri
@@ -215,15 +214,11 @@ def warm_up(settings: Settings, sessions: int = 600, collection: str = "warm-up"
     than later ones; without this the first case would measure that.
     """
     began = time.monotonic()
-    records = trajectories.load(_TRAJECTORIES)
+    records = testing.load_trajectories(_TRAJECTORIES)
     start = datetime(2025, 1, 1, tzinfo=UTC)
-    events = [e for s in trajectories.sessions(records, "warm-up", start, sessions, settings.user, collection)
+    events = [e for s in testing.sessions(records, "warm-up", start, sessions, settings.user, collection)
               for e in s]
-    states: dict[str, FoldState] = {}
-    messages: list[StepTriples] = []
-    for e in events:
-        states[e.session_id], msg = fold(states.get(e.session_id), e)
-        messages.append(msg)
+    messages = testing.fold_all(events)
     with Neo4jStore(settings) as store:
         store.setup()
         for i in range(0, len(messages), settings.sink_batch_size):

@@ -26,11 +26,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from provstream import vocab as v
 from provstream.connectors.emitter import Emitter
+from provstream.core import vocab as v
+from provstream.core.events import SelectedEdge
+from provstream.core.trajectories import AgentTrajectory, DocRagRun, GraphRagRun, Record, load
 from provstream.data import HOTPOTQA_DEV_QUESTIONS, REACT_TRAJECTORIES
-from provstream.events import SelectedEdge
-from provstream.trajectories import AgentTrajectory, DocRagRun, GraphRagRun, Record, load
 
 REPO = Path(__file__).resolve().parents[1]
 TRAJECTORIES = REACT_TRAJECTORIES

@@ -35,14 +35,13 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Union
 
-from provstream import events as ev
-from provstream import vocab as v
+from provstream.codec.records import encode_event
+from provstream.connectors.transport import KafkaTransport, Transport
+from provstream.core import events as ev
+from provstream.core import vocab as v
+from provstream.core.fold import MAX_ITERATIONS, validate
 from provstream.errors import EmitError, EncodeError, InvalidEvent, InvalidStep, StepTooLarge
 from provstream.settings import Settings
-from provstream.streams.fold import MAX_ITERATIONS, validate
-from provstream.wire import encode_event
-
-from .transport import KafkaTransport, Transport
 
 # Room left under the broker's message limit for the record batch framing
 # (batch header 61 bytes, record header <= 32 bytes) and compression overhead.

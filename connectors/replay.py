@@ -38,13 +38,13 @@ from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 from kafka.structs import TopicPartition
 
-from provstream import wire
-from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.codec import records as wire
+from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.connectors.sink import backoff
+from provstream.core.fold import FoldState, fold
+from provstream.core.triples import StepTriples
 from provstream.errors import ConfigError, DecodeError, InvalidEvent, ProvstreamError, StoreUnavailable
 from provstream.settings import Settings
-from provstream.streams.fold import FoldState, fold
-from provstream.triples import StepTriples
 
 WRITE_ATTEMPTS = 10
 

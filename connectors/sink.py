@@ -39,24 +39,18 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from provstream import wire
-from provstream.connectors.neo4j_rows import triple_count
-from provstream.connectors.neo4j_store import Neo4jStore
-from provstream.errors import (
-    DecodeError,
-    DeliveryFailed,
-    ProvstreamError,
-    StoreError,
-    StoreUnavailable,
-)
+from provstream.codec import records as wire
+from provstream.connectors.neo4j.rows import triple_count
+from provstream.connectors.neo4j.store import Neo4jStore
+from provstream.core.triples import StepTriples
+from provstream.errors import DecodeError, DeliveryFailed, ProvstreamError, StoreError, StoreUnavailable
 from provstream.settings import Settings
-from provstream.triples import StepTriples
+from provstream.topics import dead_letter_headers
 
 log = logging.getLogger("provstream.sink")
 
 BACKOFF_CAP = 5.0
 IDLE_POLL_MS = 200
-ERROR_HEADER = "provstream.error"
 T = TypeVar("T")
 Record = Any  # kafka.consumer.fetcher.ConsumerRecord
 Failure = tuple[Record, str]
@@ -125,12 +119,7 @@ def next_offsets(records: Sequence[Record]) -> dict[TopicPartition, int]:
 
 
 def dlq_headers(record: Record, reason: str) -> list[tuple[str, bytes]]:
-    return [
-        (ERROR_HEADER, reason.encode()),
-        ("provstream.source.topic", str(record.topic).encode()),
-        ("provstream.source.partition", str(record.partition).encode()),
-        ("provstream.source.offset", str(record.offset).encode()),
-    ]
+    return dead_letter_headers(record.topic, record.partition, record.offset, reason)
 
 
 # -- the sink --------------------------------------------------------------------

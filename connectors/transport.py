@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from provstream.errors import DeliveryFailed, EmitError, EmitTimeout
 from provstream.settings import Settings
+from provstream.topics import PartitionMemo
 
 # Extra time flush(None) allows past the producer's own delivery timeout.
 _FLUSH_MARGIN_S = 5.0
@@ -347,15 +348,12 @@ class _Partitioner:
         self._murmur2 = murmur2
         self._producer = producer
         self._topic = topic
-        self._count = 0
-        self._memo: dict[bytes, int] = {}
+        self._memo = PartitionMemo()
 
     def __call__(self, key: bytes) -> int:
         partition = self._memo.get(key)
         if partition is None:
             count = len(self._producer.partitions_for(self._topic))  # waits for metadata up to max_block_ms
-            if count != self._count or len(self._memo) > 100_000:
-                self._memo.clear()
-                self._count = count
+            self._memo.refresh(count)
             partition = self._memo[key] = (self._murmur2(key) & 0x7FFFFFFF) % count
         return partition

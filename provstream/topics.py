@@ -8,6 +8,9 @@ and triples share the partition count so sessions stay co-partitioned.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Final
+
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
@@ -15,6 +18,52 @@ from provstream.errors import ProvstreamError
 from provstream.settings import Settings
 
 UNBOUNDED = {"retention.ms": "-1", "retention.bytes": "-1"}
+
+# A dead-letter record keeps the original key and value and says why and where from.
+ERROR_HEADER: Final = "provstream.error"
+SOURCE_HEADERS: Final = ("provstream.source.topic", "provstream.source.partition", "provstream.source.offset")
+REASON_LIMIT: Final = 4000
+
+
+def dead_letter_headers(topic: str, partition: int, offset: int, reason: str,
+                        original: Iterable[tuple[str, bytes]] = ()) -> list[tuple[str, bytes]]:
+    """The headers of a dead-letter record (worker and sink alike).
+
+    :param topic: the topic, partition and offset the rejected record was read from.
+    :param reason: why it was rejected (cut to :data:`REASON_LIMIT` characters).
+    :param original: the rejected record's own headers, kept first.
+    :returns: ``original`` + ``provstream.error`` + the three ``provstream.source.*`` headers.
+
+    >>> dead_letter_headers("provstream.events", 2, 41, "DecodeError: wrong magic")[0]
+    ('provstream.error', b'DecodeError: wrong magic')
+    """
+    source = (topic, partition, offset)
+    return [*original, (ERROR_HEADER, reason[:REASON_LIMIT].encode()),
+            *((name, str(value).encode()) for name, value in zip(SOURCE_HEADERS, source, strict=True))]
+
+
+class PartitionMemo(dict[bytes, int]):
+    """The partition of each key, computed once per key (murmur2 is pure Python; a session's key repeats).
+
+    Forgotten when the topic's partitions change (the partitioner would re-map
+    keys too) or when it holds more than ``limit`` keys.
+
+    >>> memo = PartitionMemo()
+    >>> memo.refresh(3); memo[b"session"] = 1
+    >>> memo.refresh(4); len(memo)
+    0
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        super().__init__()
+        self.limit = limit
+        self.partitions: object = None
+
+    def refresh(self, partitions: object) -> None:
+        """Keep the memo for ``partitions`` (a count or a list); empty it if they changed or it is full."""
+        if partitions != self.partitions or len(self) > self.limit:
+            self.clear()
+            self.partitions = partitions
 
 
 def topic_specs(settings: Settings) -> list[NewTopic]:

@@ -53,21 +53,19 @@ from typing import Any, cast
 import faust
 from faust.types import EventT, StreamT
 
+from provstream import topics
+from provstream.core.fold import FoldState
 from provstream.settings import Settings
-from provstream.streams import faust_fixes, faust_speedups
+from provstream.streams import faust_fence, faust_fixes, faust_speedups
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
 from provstream.streams.expiry import TOUCHED, idle_keys, sweep_interval
-from provstream.streams.fold import FoldState
 from provstream.streams.offload import FoldProcess, StateDict, from_wire
 from provstream.streams.publish import BatchPublisher
 
 log = logging.getLogger("provstream.worker")
-_NOTHING_YET = object()
 Folded = tuple[tuple[Outcome, ...], dict[str, StateDict]]  # outcomes in batch order, changed session states
 
 TABLE = "sessions"
-ERROR_HEADER = "provstream.error"
-SOURCE_HEADERS = ("provstream.source.topic", "provstream.source.partition", "provstream.source.offset")
 
 
 @dataclass(frozen=True)
@@ -91,6 +89,7 @@ def datadir(settings: Settings, options: WorkerOptions) -> Path:
 
 def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> faust.App:
     """A Faust app wired from ``settings`` (no environment reads here)."""
+    faust_fence.check_versions()
     faust_fixes.apply()
     faust_speedups.apply()
     app = faust.App(settings.worker_app_id, **_config(settings, options))
@@ -237,13 +236,14 @@ class _Fold:
         while batch is not None and folding is not None:
             outcomes, changed = await folding
             self._store(changed)
-            upcoming = queue.get_nowait() if not queue.empty() else _NOTHING_YET
-            if upcoming is not _NOTHING_YET and upcoming is not None:
+            ready = not queue.empty()
+            upcoming = queue.get_nowait() if ready else None
+            if upcoming is not None:
                 folding = self._fold_in_helper(upcoming)
             await self._publish(batch, outcomes)
             for event in batch:
                 event.message.ack(consumer)
-            if upcoming is _NOTHING_YET:
+            if not ready:
                 upcoming = await queue.get()
                 folding = self._fold_in_helper(upcoming) if upcoming is not None else None
             batch = upcoming
@@ -272,7 +272,7 @@ class _Fold:
         """End the process if events were skipped before ``batch`` (see :class:`OffsetGuard`)."""
         if log.isEnabledFor(logging.DEBUG):
             log.debug("batch of %d: %s", len(batch), offset_ranges(e.message for e in batch))
-        committed = getattr(self.app.consumer, "_committed_offset", {})  # Faust's: next offset after the last commit
+        committed = faust_fence.committed_offsets(self.app.consumer)
         skipped = self.guard.check(batch, committed.get)
         if skipped:
             log.critical("events were skipped before this batch (%s); exiting before its offsets are committed, "
@@ -313,7 +313,7 @@ class _Fold:
 
     def _publisher(self) -> BatchPublisher:
         if self.publisher is None:
-            self.publisher = BatchPublisher(self.app.producer._ensure_producer(), self.triples_topic)
+            self.publisher = BatchPublisher(faust_fence.raw_producer(self.app), self.triples_topic)
         return self.publisher
 
     async def _dead_letter(self, m: Any, outcome: Rejected) -> Awaitable[Any]:
@@ -327,7 +327,7 @@ class _Fold:
 
         Faust's timer passes the app; one sweep walks the whole table.
         """
-        if not self.retention_s or self.app.rebalancing or self.app.tables.recovery.in_recovery:
+        if not self.retention_s or self.app.rebalancing or faust_fence.in_recovery(self.app):
             return
         idle = idle_keys(self.table.items(), time.time(), self.retention_s, unstamped=self.started)
         for key in idle:
@@ -406,8 +406,6 @@ def _delivered(delivery: asyncio.Future[Any]) -> None:
 
 
 def dead_letter_headers(message: Any, reason: str) -> list[tuple[str, bytes]]:
-    """The original headers plus the reason and where the message came from."""
+    """The original headers plus the reason and where the message came from (:func:`topics.dead_letter_headers`)."""
     original = list(message.headers.items()) if isinstance(message.headers, dict) else list(message.headers or [])
-    source = (message.topic, message.partition, message.offset)
-    return [*original, (ERROR_HEADER, reason[:4000].encode()),
-            *((name, str(value).encode()) for name, value in zip(SOURCE_HEADERS, source, strict=True))]
+    return topics.dead_letter_headers(message.topic, message.partition, message.offset, reason, original)

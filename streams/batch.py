@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from provstream import wire
+from provstream.codec import records as wire
+from provstream.core.fold import FoldState, fold
 from provstream.errors import DecodeError, EncodeError, InvalidEvent
-from provstream.streams.fold import FoldState, fold
 
 Lookup = Callable[[str], FoldState | None]
 

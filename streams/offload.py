@@ -40,8 +40,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
+from provstream.core.fold import FoldState
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
-from provstream.streams.fold import FoldState
 
 StateDict = dict[str, Any]
 # (session_id, triples) for an accepted message, (None, reason, internal) for a rejected one

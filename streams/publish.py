@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-CACHE_LIMIT = 100_000
+from provstream.topics import PartitionMemo
 
 
 class BatchPublisher:
@@ -24,8 +24,7 @@ class BatchPublisher:
     def __init__(self, producer: Any, topic: str) -> None:
         self._producer = producer
         self._topic = topic
-        self._partitions: list[int] = []
-        self._partition_of: dict[bytes, int] = {}
+        self._memo = PartitionMemo()
 
     async def publish(self, records: Iterable[tuple[bytes, bytes]]) -> list[asyncio.Future[Any]]:
         """Queue ``records`` for delivery in their order per partition; one delivery future per record batch."""
@@ -54,11 +53,11 @@ class BatchPublisher:
     async def _refresh_partitions(self) -> None:
         await self._producer.client._wait_on_metadata(self._topic)
         partitions = sorted(self._producer.client.cluster.partitions_for_topic(self._topic) or ())
-        if partitions != self._partitions or len(self._partition_of) > CACHE_LIMIT:
-            self._partitions, self._partition_of = partitions, {}
+        self._memo.refresh(partitions)
 
     def _partition(self, key: bytes) -> int:
-        partition = self._partition_of.get(key)
+        partition = self._memo.get(key)
         if partition is None:
-            partition = self._partition_of[key] = self._producer._partitioner(key, self._partitions, self._partitions)
+            partitions = self._memo.partitions
+            partition = self._memo[key] = self._producer._partitioner(key, partitions, partitions)
         return partition

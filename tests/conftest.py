@@ -100,7 +100,7 @@ def _isolated_ids(stack: Settings) -> Iterator[list[str]]:
 def _remove_test_data(settings: Settings, ids: list[str]) -> None:
     from kafka.admin import KafkaAdminClient
 
-    from provstream.connectors.neo4j_store import Neo4jStore
+    from provstream.connectors.neo4j.store import Neo4jStore
 
     prefixes = tuple(p for u in ids for p in (f"test.{u}.", f"test-{u}-"))
     with contextlib.suppress(Exception):  # best effort: a test that broke the stack must not hide its own failure

@@ -13,7 +13,7 @@ from provstream.agent.loop import Outcome, Report, quiet, react
 from provstream.agent.planner import HeuristicPlanner, Planner
 from provstream.agent.search import SearchIndex, default_index
 from provstream.agent.tools import CalculatorTool, SearchTool, Tool, describe
-from provstream.request import AgentRequest
+from provstream.core.request import AgentRequest
 from provstream.settings import Settings
 
 

@@ -14,13 +14,13 @@ from collections.abc import Iterable
 
 from rdflib import Dataset, Graph, URIRef
 
+from provstream.core.triples import Triple
+from provstream.core.vocab import GRAPH
 from provstream.errors import ProvstreamError
-from provstream.rdf import from_graph, to_dataset, to_graph
 from provstream.read.provcheck import violations
 from provstream.read.provdoc import to_prov_document
+from provstream.read.rdf import from_graph, to_dataset, to_graph
 from provstream.read.strict import strict_triples
-from provstream.triples import Triple
-from provstream.vocab import GRAPH
 
 RDF_FORMATS = {"nquads": "nquads", "turtle": "turtle", "trig": "trig", "jsonld": "json-ld"}
 PROV_FORMATS = ("provn", "provjson")

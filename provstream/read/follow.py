@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import TextIO
 
-from provstream import vocab as v
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, StepTriples
 from provstream.read.live import TriplesTail
 from provstream.read.steps import describe, format_line, in_scope
-from provstream.triples import Iri, StepTriples
 
 HELD = 10_000
 SUB_INDENT = "  "

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from provstream.core.vocab import Mechanism, local_name
 from provstream.read.model import UNKNOWN
 from provstream.read.text import iso_time, parse_time, truncate
-from provstream.vocab import Mechanism, local_name
 
 _TYPE_OF_LABEL = {local_name(m.question_type): m.label for m in Mechanism}
 HEADERS = ("Session ID", "Type", "Question", "Time (UTC)", "Steps", "Status")

@@ -16,10 +16,10 @@ from types import TracebackType
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
+from provstream.codec.records import decode_triples
+from provstream.core.triples import StepTriples
 from provstream.errors import DecodeError, ProvstreamError
 from provstream.settings import Settings
-from provstream.triples import StepTriples
-from provstream.wire import decode_triples
 
 
 class TriplesTail:

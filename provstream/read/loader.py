@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from provstream.core.triples import Triple
 from provstream.read.model import AgentTrace, Completeness, RagTrace, Trace
 from provstream.read.parse import build_trace
-from provstream.triples import Triple
 
 
 class TripleSource(Protocol):

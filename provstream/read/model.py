@@ -9,16 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from provstream.triples import SessionState, SessionStatus
-from provstream.vocab import Mechanism
+from provstream.core.triples import SessionState, SessionStatus
+from provstream.core.vocab import Mechanism
 
 # Session status words, as stored on the Question node and shown to users.
-COMPLETE = "complete"
-OPEN = "open"
-INCOMPLETE = "incomplete"
+COMPLETE = SessionState.CONCLUDED.word
+OPEN = SessionState.OPEN.word
+INCOMPLETE = SessionState.INCOMPLETE.word
 UNKNOWN = "unknown"
-
-_STATE_WORDS = {SessionState.CONCLUDED: COMPLETE, SessionState.OPEN: OPEN, SessionState.INCOMPLETE: INCOMPLETE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +31,7 @@ class Completeness:
 
     @classmethod
     def from_status(cls, status: SessionStatus) -> Completeness:
-        return cls(_STATE_WORDS[status.state], status.steps, status.expected, status.late, status.missing)
+        return cls(status.state.word, status.steps, status.expected, status.late, status.missing)
 
 
 @dataclass(frozen=True, slots=True)

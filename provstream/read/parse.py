@@ -15,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from provstream import vocab as v
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, Literal, QuotedTriple, Triple
 from provstream.errors import TraceNotFound
 from provstream.read.model import (
     AgentTrace,
@@ -30,7 +31,6 @@ from provstream.read.model import (
     Synthesis,
     Trace,
 )
-from provstream.triples import Iri, Literal, QuotedTriple, Triple
 
 _MECHANISM_OF_TYPE = {m.question_type: m for m in v.Mechanism}
 _ITERATION = re.compile(r"^i(\d+)$")

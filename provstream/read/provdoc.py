@@ -31,9 +31,9 @@ from typing import Any
 from prov.model import PROV_TYPE, ProvDocument, QualifiedName
 from prov.model import Literal as ProvLiteral
 
-from provstream import vocab as v
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, Literal, QuotedTriple, Triple
 from provstream.read.strict import PROV_USED, PROV_WAS_INFORMED_BY
-from provstream.triples import Iri, Literal, QuotedTriple, Triple
 
 FIXED_PREFIXES = {"trace": "urn:trustgraph:", "tg": v.TG}
 _RELATIONS = {v.PROV_WAS_DERIVED_FROM, v.PROV_WAS_GENERATED_BY, PROV_USED, PROV_WAS_INFORMED_BY}

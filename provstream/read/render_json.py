@@ -5,17 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from provstream.read.model import (
-    AgentTrace,
-    Analysis,
-    Completeness,
-    Question,
-    RagTrace,
-    Trace,
-    missing_names,
-)
+from provstream.core.vocab import Mechanism
+from provstream.read.model import AgentTrace, Analysis, Completeness, Question, RagTrace, Trace, missing_names
 from provstream.read.text import iso_time
-from provstream.vocab import Mechanism
 
 
 def trace_json(trace: Trace) -> dict[str, Any]:

@@ -5,18 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from provstream.read.model import (
-    COMPLETE,
-    AgentTrace,
-    Analysis,
-    Completeness,
-    Question,
-    RagTrace,
-    Trace,
-    missing_names,
-)
+from provstream.core.vocab import Mechanism
+from provstream.read.model import COMPLETE, AgentTrace, Analysis, Completeness, Question, RagTrace, Trace, missing_names
 from provstream.read.text import format_time, wrap_field
-from provstream.vocab import Mechanism
 
 _ITERATION = re.compile(r"^i(\d+)$")
 _STEP = "  "

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from provstream import vocab as v
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, Literal, StepTriples
 from provstream.read.parse import step_name
 from provstream.read.text import truncate
-from provstream.triples import Iri, Literal, StepTriples
 
 _ROLES = (v.TG_QUESTION, v.TG_ANALYSIS, v.TG_CONCLUSION, v.TG_EXPLORATION, v.TG_FOCUS, v.TG_SYNTHESIS)
-_STATE_WORDS = {"OPEN": "open", "CONCLUDED": "complete", "INCOMPLETE": "incomplete"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +31,7 @@ def describe(msg: StepTriples) -> StepLine:
     values = _values(msg, subject)
     step = _step(msg, subject, role)
     return StepLine(msg.session_id, msg.mechanism.label, step, _text(role, values),
-                    _STATE_WORDS.get(msg.status.state.value, msg.status.state.value.lower()), msg.duplicate)
+                    msg.status.state.word, msg.duplicate)
 
 
 def format_line(line: StepLine, width: int = 120) -> str:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from provstream import vocab as v
-from provstream.triples import Iri, Triple
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, Triple
 
 PROV_USED = v.PROV + "used"
 PROV_WAS_INFORMED_BY = v.PROV + "wasInformedBy"

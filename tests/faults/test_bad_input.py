@@ -27,16 +27,17 @@ from hypothesis import strategies as st
 from kafka import KafkaProducer
 from kafka.errors import MessageSizeTooLargeError
 
-from provstream import codec, wire
-from provstream import events as ev
+from provstream.codec import avro as codec
+from provstream.codec import records as wire
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
+from provstream.core import events as ev
+from provstream.core.trajectories import AgentTrajectory, DocRagRun, GraphRagRun, Step
+from provstream.core.triples import Literal
+from provstream.core.vocab import SESSION_ID_PATTERN, Mechanism
 from provstream.errors import EncodeError, InvalidStep, StepTooLarge
 from provstream.settings import Settings
-from provstream.streams.trajectories import trajectory_events
-from provstream.trajectories import AgentTrajectory, DocRagRun, GraphRagRun, Step
-from provstream.triples import Literal
-from provstream.vocab import SESSION_ID_PATTERN, Mechanism
+from provstream.testing import trajectory_events
 
 pytestmark = pytest.mark.faults
 FUZZ_USER = "fuzz"

@@ -24,13 +24,12 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 from neo4j import GraphDatabase
 
-from provstream import events as ev
-from provstream import wire
+from provstream.codec import records as wire
+from provstream.core import events as ev
+from provstream.core.triples import StepTriples
 from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
-from provstream.streams.fold import FoldState, fold
-from provstream.streams.trajectories import load, trajectory_events
-from provstream.triples import StepTriples, Triple
+from provstream.testing import load_trajectories, trajectory_events
 
 REPO = Path(__file__).resolve().parents[2]
 TRAJECTORIES = REACT_TRAJECTORIES
@@ -39,24 +38,13 @@ START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
 def sessions(settings: Settings, prefix: str, copies: int = 1) -> list[list[ev.Event]]:
     """``copies`` × the 12 bundled trajectories as agent sessions in the settings' scope."""
-    records = load(TRAJECTORIES)
+    records = load_trajectories(TRAJECTORIES)
     return [
         trajectory_events(records[n % len(records)], f"{prefix}-{n}", START, settings.user, settings.collection)
         for n in range(copies * len(records))
     ]
 
 
-def fold_all(events: Iterable[ev.Event]) -> list[StepTriples]:
-    states: dict[str, FoldState] = {}
-    out = []
-    for e in events:
-        states[e.session_id], msg = fold(states.get(e.session_id), e)
-        out.append(msg)
-    return out
-
-
-def triples_of(messages: Iterable[StepTriples]) -> set[Triple]:
-    return {t for m in messages for t in m.triples}
 
 
 def interleave(per_session: Sequence[Sequence[Any]]) -> list[Any]:

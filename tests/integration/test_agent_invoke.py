@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from fake_llm import FakeLlm
 
-from provstream import events as ev
+from provstream.codec.records import decode_event
+from provstream.core import events as ev
+from provstream.core.vocab import Mechanism
 from provstream.settings import Settings
-from provstream.vocab import Mechanism
-from provstream.wire import decode_event
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ import pytest
 from sink_support import cypher, sink_process
 from worker_support import running_worker
 
+from provstream.agent.demo import run_demo, wait_for_sessions
 from provstream.connectors.emitter import Emitter
 from provstream.data import DATA_DIR
-from provstream.demo import run_demo, wait_for_sessions
 from provstream.settings import Settings
 
 pytestmark = pytest.mark.integration

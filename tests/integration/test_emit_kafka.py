@@ -15,14 +15,14 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.partitioner.default import murmur2
 
+from provstream.codec.records import decode_event
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import KafkaTransport, Value, materialise
+from provstream.core.trajectories import AgentTrajectory, load, replay
+from provstream.core.vocab import Mechanism
 from provstream.data import REACT_TRAJECTORIES
 from provstream.errors import StepTooLarge
 from provstream.settings import Settings
-from provstream.trajectories import AgentTrajectory, load, replay
-from provstream.vocab import Mechanism
-from provstream.wire import decode_event
 
 pytestmark = pytest.mark.integration
 

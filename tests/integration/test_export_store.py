@@ -12,17 +12,17 @@ from prov.model import ProvDocument
 from rdflib.compare import isomorphic
 
 from provstream import cli
-from provstream import vocab as v
-from provstream.connectors.neo4j_store import Neo4jStore
+from provstream import testing as samples
+from provstream.connectors.neo4j.store import Neo4jStore
+from provstream.core import vocab as v
+from provstream.core.triples import StepTriples
 from provstream.data import REACT_TRAJECTORIES
-from provstream.rdf import to_graph
-from provstream.read import samples
 from provstream.read.export import FORMATS, RDF_FORMATS, parse_rdf
 from provstream.read.provcheck import violations
 from provstream.read.provdoc import to_prov_document
+from provstream.read.rdf import to_graph
 from provstream.read.strict import strict_triples
 from provstream.settings import Settings
-from provstream.triples import StepTriples
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
 @pytest.fixture
 def recorded(isolated: Settings, unique: str) -> Iterator[tuple[Settings, str, list[StepTriples]]]:
-    msgs = samples.fold_events(samples.scenario(TRAJECTORIES, unique, start=START, user=isolated.user,
+    msgs = samples.fold_all(samples.scenario(TRAJECTORIES, unique, start=START, user=isolated.user,
                                                 collection=isolated.collection))
     with Neo4jStore(isolated) as store:
         store.setup()

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from provstream import vocab as v
-from provstream.connectors.neo4j_store import Neo4jStore
+from provstream import testing as samples
+from provstream.cli.read import list_main, show_main
+from provstream.connectors.neo4j.store import Neo4jStore
+from provstream.core import vocab as v
 from provstream.data import REACT_TRAJECTORIES
-from provstream.read import samples
-from provstream.read.cli import list_main, show_main
 from provstream.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ AGENT, DOCRAG, GRAPHRAG = v.Mechanism.AGENT, v.Mechanism.DOCRAG, v.Mechanism.GRA
 @pytest.fixture
 def recorded(isolated: Settings, unique: str) -> Iterator[tuple[Settings, str]]:
     """The sample scenario written to Neo4j in this test's collection; removed afterwards."""
-    msgs = samples.fold_events(samples.scenario(TRAJECTORIES, unique, start=START, user=isolated.user,
+    msgs = samples.fold_all(samples.scenario(TRAJECTORIES, unique, start=START, user=isolated.user,
                                                 collection=isolated.collection))
     with Neo4jStore(isolated) as store:
         store.setup()

@@ -18,12 +18,12 @@ from typing import IO
 import pytest
 from kafka import KafkaProducer
 
-from provstream import vocab as v
-from provstream import wire
+from provstream import testing as samples
+from provstream.codec import records as wire
+from provstream.core import vocab as v
+from provstream.core.triples import StepTriples
 from provstream.data import REACT_TRAJECTORIES
-from provstream.read import samples
 from provstream.settings import Settings
-from provstream.triples import StepTriples
 
 pytestmark = pytest.mark.integration
 
@@ -104,7 +104,7 @@ def _interrupt(proc: subprocess.Popen[str], signum: int = signal.SIGINT) -> int:
 def _messages(settings: Settings, prefix: str, **scope: str) -> list[StepTriples]:
     events = samples.scenario(TRAJECTORIES, prefix, start=START, user=scope.get("user", settings.user),
                               collection=scope.get("collection", settings.collection))
-    return samples.fold_events(events)
+    return samples.fold_all(events)
 
 
 def test_follow_prints_steps_of_its_scope_as_they_arrive(isolated: Settings, unique: str) -> None:

@@ -28,13 +28,13 @@ from sink_support import (
     wait_until,
 )
 
-from provstream import events as ev
-from provstream import wire
-from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.codec import records as wire
+from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.connectors.replay import Reset, StartAt, replay
-from provstream.rdf import to_graph
+from provstream.core import events as ev
+from provstream.core.triples import Triple
+from provstream.read.rdf import to_graph
 from provstream.settings import Settings
-from provstream.triples import Triple
 
 pytestmark = pytest.mark.integration
 

@@ -26,13 +26,13 @@ from sink_support import (
     wait_until,
 )
 
-from provstream import vocab as v
-from provstream import wire
-from provstream.connectors.neo4j_store import Neo4jStore
+from provstream.codec import records as wire
+from provstream.connectors.neo4j.store import Neo4jStore
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, QuotedTriple, StepTriples, Triple
 from provstream.errors import TraceNotFound
-from provstream.rdf import to_graph
+from provstream.read.rdf import to_graph
 from provstream.settings import Settings
-from provstream.triples import Iri, QuotedTriple, StepTriples, Triple
 
 pytestmark = pytest.mark.integration
 

@@ -24,15 +24,15 @@ from worker_support import (
     start_worker,
 )
 
-from provstream import events as ev
-from provstream import wire
+from provstream import testing
+from provstream.codec import records as wire
 from provstream.connectors.emitter import Emitter
-from provstream.rdf import to_graph
+from provstream.core import events as ev
+from provstream.core.fold import fold
+from provstream.core.triples import SessionState, StepTriples, Triple
+from provstream.read.rdf import to_graph
 from provstream.settings import Settings
-from provstream.streams import trajectories
-from provstream.streams.app import ERROR_HEADER, SOURCE_HEADERS
-from provstream.streams.fold import fold
-from provstream.triples import SessionState, StepTriples, Triple
+from provstream.topics import ERROR_HEADER, SOURCE_HEADERS
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2025, 3, 1, 12, tzinfo=UTC)
@@ -50,9 +50,9 @@ def settings(isolated: Settings, tmp_path: Path) -> Settings:
 
 
 def bundled_sessions(s: Settings, prefix: str, copies: int = 1) -> list[list[ev.Event]]:
-    records = trajectories.load(TRAJECTORIES)
+    records = testing.load_trajectories(TRAJECTORIES)
     assert len(records) == 12
-    return list(trajectories.sessions(records, prefix, T0, 12 * copies, collection=s.collection))
+    return list(testing.sessions(records, prefix, T0, 12 * copies, collection=s.collection))
 
 
 def offline(sessions: list[list[ev.Event]]) -> dict[str, StepTriples]:
@@ -86,7 +86,7 @@ def union(messages: list[StepTriples]) -> set[Triple]:
 
 def emit_bundled(s: Settings) -> int:
     """The 12 bundled trajectories through the emitter, as an agent would record them; the event count."""
-    records = trajectories.load(TRAJECTORIES)
+    records = testing.load_trajectories(TRAJECTORIES)
     assert len(records) == 12
     with Emitter(s) as emitter:
         for r in records:

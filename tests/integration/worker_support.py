@@ -15,8 +15,8 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from provstream import events as ev
-from provstream import wire
+from provstream.codec import records as wire
+from provstream.core import events as ev
 from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
 from provstream.streams.runner import READY

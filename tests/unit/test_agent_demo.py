@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from provstream import events as ev
+from provstream.agent.demo import Paced, run_demo, wait_for_sessions
+from provstream.codec.records import decode_event
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
+from provstream.core import events as ev
+from provstream.core.fold import FoldState, fold
+from provstream.core.triples import SessionState
+from provstream.core.vocab import Mechanism, question_iri
 from provstream.data import DATA_DIR
-from provstream.demo import Paced, run_demo, wait_for_sessions
 from provstream.errors import WaitTimeout
 from provstream.settings import Settings
-from provstream.streams.fold import FoldState, fold
-from provstream.triples import SessionState
-from provstream.vocab import Mechanism, question_iri
-from provstream.wire import decode_event
 
 
 def test_demo_emits_complete_sessions_of_every_kind() -> None:

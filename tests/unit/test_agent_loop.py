@@ -10,15 +10,15 @@ from dataclasses import replace
 import pytest
 from fake_llm import FakeLlm
 
-from provstream import events as ev
-from provstream.agent import cli
 from provstream.agent.run import invoke
+from provstream.cli import agent as cli
+from provstream.codec.records import decode_event
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
-from provstream.request import AgentRequest
+from provstream.core import events as ev
+from provstream.core.request import AgentRequest
+from provstream.core.vocab import Mechanism
 from provstream.settings import Settings
-from provstream.vocab import Mechanism
-from provstream.wire import decode_event
 
 SEARCH = 'Thought: I should look up Milhouse.\nAction: search\nAction Input: {"query": "Milhouse named after"}'
 CALC = "Thought: Nixon was the 37th president; 37 * 2 is easy.\nAction: calculator\nAction Input: 37 * 2"

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provstream import codec, wire
-from provstream import events as ev
+from provstream.codec import avro as codec
+from provstream.codec import records as wire
+from provstream.core import events as ev
+from provstream.core.triples import Iri, Literal, SessionState, SessionStatus, StepTriples, Triple
+from provstream.core.vocab import Mechanism
 from provstream.errors import DecodeError, EncodeError
-from provstream.triples import Iri, Literal, SessionState, SessionStatus, StepTriples, Triple
-from provstream.vocab import Mechanism
 
 T = datetime(2025, 6, 1, 12, 0, 0, 123456, tzinfo=UTC)
 

@@ -15,15 +15,15 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from provstream import events as ev
+from provstream.codec.records import decode_event, encode_event
 from provstream.connectors.emitter import Emitter, NullSession, arguments_json, size_bound
 from provstream.connectors.transport import KafkaTransport, MemoryTransport, Value
+from provstream.core import events as ev
+from provstream.core.fold import FoldState, fold
+from provstream.core.triples import SessionState
+from provstream.core.vocab import Mechanism
 from provstream.errors import DeliveryFailed, EmitError, EmitTimeout, InvalidStep, StepTooLarge
 from provstream.settings import Settings
-from provstream.streams.fold import FoldState, fold
-from provstream.triples import SessionState
-from provstream.vocab import Mechanism
-from provstream.wire import decode_event, encode_event
 
 SETTINGS = Settings(user="alice", collection="papers")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from provstream.core.fold import FoldState
+from provstream.core.vocab import Mechanism
 from provstream.streams.expiry import TOUCHED, idle_keys, sweep_interval
-from provstream.streams.fold import FoldState
-from provstream.vocab import Mechanism
 
 
 def test_a_state_last_changed_a_retention_ago_is_dropped() -> None:

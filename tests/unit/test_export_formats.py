@@ -10,16 +10,16 @@ from prov.model import ProvDocument
 from rdflib import Dataset, Graph, URIRef
 from rdflib.compare import isomorphic
 
-from provstream import events as ev
-from provstream import vocab as v
+from provstream import testing as samples
+from provstream.core import events as ev
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, Triple
 from provstream.data import REACT_TRAJECTORIES
-from provstream.rdf import to_graph
-from provstream.read import samples
 from provstream.read.export import FORMATS, RDF_FORMATS, ExportError, export, parse_rdf
 from provstream.read.provcheck import violations
 from provstream.read.provdoc import to_prov_document
+from provstream.read.rdf import to_graph
 from provstream.read.strict import PROV_USED, PROV_WAS_INFORMED_BY, strict_triples
-from provstream.triples import Iri, Triple
 
 START = datetime(2025, 3, 1, 9, 30, 0, 123456, tzinfo=UTC)
 EDGES = [ev.SelectedEdge("http://ex.org/HighPlains", "http://ex.org/elevation", "1,800-7,000 ft", "states it"),
@@ -37,7 +37,7 @@ def scope_triples() -> set[Triple]:
         events += samples.agent_events(t, f"t{n}", start=START, **extra)
     events += samples.docrag_events("doc-1", "Who was Milhouse named after?", ["c1", "c2"], "Nixon.", start=START)
     events += samples.graphrag_events("g-1", "How high?", 120, EDGES, "Up to 7,000 ft.", start=START)
-    return samples.triples_of(samples.fold_events(events))
+    return samples.triples_of(samples.fold_all(events))
 
 
 @pytest.mark.parametrize("fmt", sorted(RDF_FORMATS))

@@ -9,12 +9,12 @@ import pytest
 from rdflib import Graph
 from rdflib.compare import graph_diff, isomorphic, to_isomorphic
 
-from provstream import events as ev
+from provstream.core import events as ev
+from provstream.core.fold import FoldState, fold
+from provstream.core.triples import SessionState, StepTriples
+from provstream.core.vocab import Mechanism
 from provstream.errors import InvalidEvent
-from provstream.rdf import to_graph
-from provstream.streams.fold import FoldState, fold
-from provstream.triples import SessionState, StepTriples
-from provstream.vocab import Mechanism
+from provstream.read.rdf import to_graph
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 PREFIXES = """

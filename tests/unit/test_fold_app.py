@@ -7,9 +7,10 @@ from pathlib import Path
 
 from faust.types import Message
 
-from provstream.commands import worker as worker_cmd
+from provstream.cli.commands import worker as worker_cmd
 from provstream.settings import Settings
-from provstream.streams.app import ERROR_HEADER, SOURCE_HEADERS, TABLE, WorkerOptions, create_app, dead_letter_headers
+from provstream.streams.app import TABLE, WorkerOptions, create_app, dead_letter_headers
+from provstream.topics import ERROR_HEADER, SOURCE_HEADERS
 
 
 def test_the_app_is_built_from_settings_only(tmp_path: Path) -> None:

@@ -5,19 +5,19 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from provstream import wire
+from provstream import testing
+from provstream.codec import records as wire
+from provstream.core.fold import FoldState
+from provstream.core.triples import SessionState
 from provstream.data import REACT_TRAJECTORIES
-from provstream.streams import trajectories
 from provstream.streams.batch import Accepted, Message, Rejected, fold_batch
-from provstream.streams.fold import FoldState
-from provstream.triples import SessionState
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
 
 
 def session_messages(sid: str, index: int = 0) -> list[Message]:
-    record = trajectories.load(REACT_TRAJECTORIES)[index]
-    return [Message(sid.encode(), wire.encode_event(e)) for e in trajectories.trajectory_events(record, sid, T0)]
+    record = testing.load_trajectories(REACT_TRAJECTORIES)[index]
+    return [Message(sid.encode(), wire.encode_event(e)) for e in testing.trajectory_events(record, sid, T0)]
 
 
 def no_state(_sid: str) -> FoldState | None:

@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from provstream import events as ev
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
+from provstream.core import events as ev
+from provstream.core.fold import MAX_ITERATIONS, fold
+from provstream.core.vocab import Mechanism
 from provstream.errors import InvalidEvent, InvalidStep
 from provstream.settings import Settings
-from provstream.streams.fold import MAX_ITERATIONS, fold
-from provstream.vocab import Mechanism
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 

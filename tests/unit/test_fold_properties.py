@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provstream import events as ev
+from provstream.core import events as ev
+from provstream.core.fold import FoldState, fold
+from provstream.core.triples import SessionState, SessionStatus, Triple
+from provstream.core.vocab import Mechanism
 from provstream.errors import InvalidEvent
-from provstream.streams.fold import FoldState, fold
-from provstream.triples import SessionState, SessionStatus, Triple
-from provstream.vocab import Mechanism
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
 text = st.text(max_size=12)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from provstream import vocab as v
+from provstream import testing as samples
+from provstream.core import vocab as v
 from provstream.data import REACT_TRAJECTORIES
-from provstream.read import follow, samples
+from provstream.read import follow
 
 TRAJECTORIES = samples.load_trajectories(REACT_TRAJECTORIES)
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -15,7 +16,7 @@ SUB = v.question_iri(v.Mechanism.DOCRAG, "t-sub")
 
 
 def messages():  # type: ignore[no-untyped-def]
-    return samples.fold_events(samples.scenario(TRAJECTORIES, "t", start=START))
+    return samples.fold_all(samples.scenario(TRAJECTORIES, "t", start=START))
 
 
 def shown(trace: follow.TraceFilter, msgs) -> list[tuple[str, int, bool]]:  # type: ignore[no-untyped-def]

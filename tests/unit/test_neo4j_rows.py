@@ -14,15 +14,14 @@ from typing import Any
 
 import pytest
 
-from provstream import events as ev
-from provstream import vocab as v
-from provstream.connectors import neo4j_cypher as cypher
-from provstream.connectors import neo4j_model as model
-from provstream.connectors.neo4j_rebuild import node_triples
-from provstream.connectors.neo4j_rows import Rows, build_rows
+from provstream.connectors.neo4j import cypher, model
+from provstream.connectors.neo4j.rebuild import node_triples
+from provstream.connectors.neo4j.rows import Rows, build_rows
+from provstream.core import events as ev
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, Literal, QuotedTriple, SessionState, StepTriples, Triple
 from provstream.errors import StoreError
-from provstream.streams.fold import FoldState, fold
-from provstream.triples import Iri, Literal, QuotedTriple, SessionState, StepTriples, Triple
+from provstream.testing import fold_all
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -64,12 +63,7 @@ def graphrag_events(sid: str = "g1") -> list[ev.Event]:
 
 
 def folded(events: Iterable[ev.Event]) -> list[StepTriples]:
-    states: dict[str, FoldState] = {}
-    out = []
-    for e in events:
-        states[e.session_id], msg = fold(states.get(e.session_id), e)
-        out.append(msg)
-    return out
+    return fold_all(events)
 
 
 def all_triples(batch: Iterable[StepTriples]) -> set[Triple]:
@@ -258,6 +252,6 @@ def test_cypher_uses_only_allow_listed_labels_and_relationship_types() -> None:
 
 def test_datetimes_round_trip_only_in_canonical_form() -> None:
     assert model.parse_datetime("2025-03-01T12:00:00.123456Z") == T0
-    assert model.format_datetime(T0) == "2025-03-01T12:00:00.123456Z"
+    assert v.xsd_datetime(T0) == "2025-03-01T12:00:00.123456Z"
     assert model.parse_datetime("2025-03-01T12:00:00Z") is None
     assert model.parse_datetime("2025-02-30T12:00:00.000000Z") is None

@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from provstream import wire
+from provstream import testing
+from provstream.codec import records as wire
+from provstream.core.fold import FoldState
 from provstream.data import REACT_TRAJECTORIES
-from provstream.streams import trajectories
 from provstream.streams.batch import Accepted, Message, Rejected, fold_batch
-from provstream.streams.fold import FoldState
 from provstream.streams.offload import FoldProcess, fold_in_helper, from_wire
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
 
 
 def session_events(sid: str, index: int = 0) -> list:
-    record = trajectories.load(REACT_TRAJECTORIES)[index]
-    return list(trajectories.trajectory_events(record, sid, T0))
+    record = testing.load_trajectories(REACT_TRAJECTORIES)[index]
+    return list(testing.trajectory_events(record, sid, T0))
 
 
 def raw(events: list, key: bytes | None = None) -> list[tuple[bytes | None, bytes | None]]:

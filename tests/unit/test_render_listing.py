@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from provstream import events as ev
-from provstream import vocab as v
+from provstream import testing as samples
+from provstream.core import events as ev
+from provstream.core import vocab as v
 from provstream.data import REACT_TRAJECTORIES
-from provstream.read import samples
 from provstream.read.listing import EMPTY, render_table, row_from_record, rows_json, trace_type
 from provstream.read.steps import describe, format_line, in_scope
 
@@ -54,7 +54,7 @@ def test_empty_message_names_the_scope() -> None:
 
 def test_live_lines_name_session_type_step_and_text() -> None:
     t = samples.load_trajectories(REACT_TRAJECTORIES)[0]
-    msgs = samples.fold_events(samples.agent_events(t, "live", start=START))
+    msgs = samples.fold_all(samples.agent_events(t, "live", start=START))
     lines = [describe(m) for m in msgs]
     assert [x.step for x in lines] == ["question", "i1", "i2", "i3", "i4", "i5", "conclusion"]
     assert lines[0].text == t["question"] and lines[0].type == "Agent" and lines[0].session_id == "live"
@@ -62,16 +62,16 @@ def test_live_lines_name_session_type_step_and_text() -> None:
     assert lines[-1].text == t["answer"] and lines[-1].status == "complete"
     out = format_line(lines[1], 80)
     assert len(out) <= 80 and out.startswith("live  Agent    i1") and out.endswith("[open]")
-    rag = samples.fold_events(samples.docrag_events("d", "q?", ["c1", "c2"], "answer", start=START))
+    rag = samples.fold_all(samples.docrag_events("d", "q?", ["c1", "c2"], "answer", start=START))
     assert [describe(m).text for m in rag] == ["q?", "2 chunks: c1, c2", "answer"]
     edges = [ev.SelectedEdge("http://ex.org/a", "http://ex.org/p", "x")]
-    graph = samples.fold_events(samples.graphrag_events("g", "q?", 9, edges, "answer", start=START))
+    graph = samples.fold_all(samples.graphrag_events("g", "q?", 9, edges, "answer", start=START))
     assert [describe(m).step for m in graph] == ["question", "exploration", "focus", "synthesis"]
     assert describe(graph[2]).text == "1 edges selected" and describe(graph[1]).text == "9 edges"
 
 
 def test_scope_filter() -> None:
-    msg = samples.fold_events(samples.docrag_events("d", "q?", [], "a", start=START, user="u", collection="c"))[0]
+    msg = samples.fold_all(samples.docrag_events("d", "q?", [], "a", start=START, user="u", collection="c"))[0]
     assert in_scope(msg, user="u", collection="c")
     assert not in_scope(msg, user="u", collection="other")
     assert not in_scope(msg, user="x", collection="c")

@@ -7,15 +7,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from provstream import events as ev
-from provstream import vocab as v
+from provstream import testing as samples
+from provstream.core import events as ev
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, Triple
 from provstream.data import REACT_TRAJECTORIES
 from provstream.errors import TraceNotFound
-from provstream.read import render_json, samples
+from provstream.read import render_json
 from provstream.read.model import AgentTrace, Completeness, RagTrace
 from provstream.read.parse import build_trace, trace_mechanism
 from provstream.read.render_text import render_trace
-from provstream.triples import Iri, Triple
 
 START = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 AGENT = v.Mechanism.AGENT
@@ -27,7 +28,7 @@ def trajectories() -> list[dict]:
 
 
 def _trace(question: str, events: list[ev.Event]):
-    msgs = samples.fold_events(events)
+    msgs = samples.fold_all(events)
     return build_trace(question, samples.triples_of(msgs), Completeness.from_status(msgs[-1].status))
 
 

@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from provstream import events as ev
-from provstream import wire
-from provstream.commands.replay import start_of
+from provstream.cli.commands.replay import start_of
+from provstream.codec import records as wire
 from provstream.connectors.replay import OfflineFold, StartAt, parse_offset, parse_time
+from provstream.core import events as ev
+from provstream.core.vocab import Mechanism
 from provstream.errors import ConfigError
-from provstream.vocab import Mechanism
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

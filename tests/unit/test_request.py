@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from provstream.core.request import AgentRequest
 from provstream.errors import InvalidInput
-from provstream.request import AgentRequest
 
 
 def test_defaults_record_nothing() -> None:

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from fastavro.schema import load_schema
 
-from provstream import codec, wire
-from provstream import events as ev
-from provstream.streams.fold import fold, validate
-from provstream.triples import StepTriples
+from provstream.codec import avro as codec
+from provstream.codec import records as wire
+from provstream.core import events as ev
+from provstream.core.fold import fold, validate
+from provstream.core.triples import StepTriples
 
 SCHEMAS = codec.schema_dir()
 EXAMPLES = SCHEMAS / "examples"

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from kafka.structs import TopicPartition
 
-from provstream import events as ev
-from provstream import wire
+from provstream.codec import records as wire
 from provstream.connectors.sink import backoff, decode_records, dlq_headers, isolate_rejects, next_offsets
+from provstream.core import events as ev
+from provstream.core.fold import fold
+from provstream.core.vocab import Mechanism
 from provstream.errors import StoreError, StoreUnavailable
-from provstream.streams.fold import fold
-from provstream.vocab import Mechanism
 
 Rec = namedtuple("Rec", "topic partition offset key value")
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from provstream import events as ev
+from provstream.codec.records import decode_event
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
+from provstream.core import events as ev
+from provstream.core.trajectories import AgentTrajectory, DocRagRun, GraphRagRun, load, parse_line, replay
 from provstream.data import REACT_TRAJECTORIES
 from provstream.errors import InvalidInput
 from provstream.settings import Settings
-from provstream.trajectories import AgentTrajectory, DocRagRun, GraphRagRun, load, parse_line, replay
-from provstream.wire import decode_event
 
 DOCRAG = {"mechanism": "docrag", "question": "d?", "chunks": ["c1", "c2"], "answer": "da"}
 GRAPHRAG = {"mechanism": "graphrag", "question": "g?", "edge_count": 9,

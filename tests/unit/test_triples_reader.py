@@ -11,12 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_wire_triples import GOOD, messages
 
-from provstream import codec, triples_reader, wire
+from provstream import testing
+from provstream.codec import avro as codec
+from provstream.codec import records as wire
+from provstream.codec import triples_reader
+from provstream.core.triples import StepTriples
 from provstream.data import REACT_TRAJECTORIES
 from provstream.errors import DecodeError
-from provstream.streams import trajectories
-from provstream.streams.fold import fold
-from provstream.triples import StepTriples
 
 CORPUS = REACT_TRAJECTORIES
 
@@ -50,14 +51,9 @@ def agrees(data: bytes) -> None:
 @cache
 def folded_messages() -> list[bytes]:
     start = datetime(2025, 1, 1, tzinfo=UTC)
-    states: dict[str, Any] = {}
-    out = []
-    for n, record in enumerate(trajectories.load(CORPUS)):
-        for event in trajectories.trajectory_events(record, f"s{n}", start):
-            state, step = fold(states.get(event.session_id), event)
-            states[event.session_id] = state
-            out.append(wire.encode_triples(step))
-    return out
+    events = [e for n, record in enumerate(testing.load_trajectories(CORPUS))
+              for e in testing.trajectory_events(record, f"s{n}", start)]
+    return [wire.encode_triples(step) for step in testing.fold_all(events)]
 
 
 def test_every_folded_step_is_read_directly_as_fastavro_reads_it() -> None:

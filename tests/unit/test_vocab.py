@@ -1,4 +1,4 @@
-from provstream import vocab as v
+from provstream.core import vocab as v
 
 
 def test_uris_follow_the_spec() -> None:

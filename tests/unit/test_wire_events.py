@@ -11,11 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wire_support import assert_encodes_like_fastavro
 
-from provstream import codec, event_writer, wire
-from provstream import events as ev
+from provstream import testing
+from provstream.codec import avro as codec
+from provstream.codec import event_writer
+from provstream.codec import records as wire
+from provstream.core import events as ev
+from provstream.core.vocab import Mechanism
 from provstream.data import REACT_TRAJECTORIES
-from provstream.streams import trajectories
-from provstream.vocab import Mechanism
 
 CORPUS = REACT_TRAJECTORIES
 
@@ -66,8 +68,8 @@ def test_any_event_is_written_as_fastavro_writes_it(event: ev.Event) -> None:
 def test_every_bundled_step_is_written_as_fastavro_writes_it() -> None:
     start = datetime(2025, 1, 1, tzinfo=UTC)
     steps: list[ev.Event] = []
-    for n, record in enumerate(trajectories.load(CORPUS)):
-        steps += trajectories.trajectory_events(record, f"s{n}", start)
+    for n, record in enumerate(testing.load_trajectories(CORPUS)):
+        steps += testing.trajectory_events(record, f"s{n}", start)
     assert steps
     for event in steps:
         assert direct_bytes(event) == wire.encode_event(event) == fastavro_bytes(event)

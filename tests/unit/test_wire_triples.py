@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wire_support import assert_encodes_like_fastavro
 
-from provstream import codec, wire
-from provstream import events as ev
+from provstream import testing
+from provstream.codec import avro as codec
+from provstream.codec import records as wire
+from provstream.core import events as ev
+from provstream.core.triples import Iri, Literal, QuotedTriple, SessionState, SessionStatus, StepTriples, Triple
+from provstream.core.vocab import Mechanism
 from provstream.data import REACT_TRAJECTORIES
-from provstream.streams import trajectories
-from provstream.streams.fold import fold
-from provstream.triples import Iri, Literal, QuotedTriple, SessionState, SessionStatus, StepTriples, Triple
-from provstream.vocab import Mechanism
 
 CORPUS = REACT_TRAJECTORIES
 
@@ -77,12 +77,9 @@ def test_every_folded_step_is_written_as_fastavro_writes_it() -> None:
     start = datetime(2025, 1, 1, tzinfo=UTC)
     events = [ev.Event(f"e{n}", f"p-{ev.MECHANISM_OF[type(p)].value}", ev.MECHANISM_OF[type(p)], n, start, p, "u", "c")
               for n, p in enumerate(PAYLOADS)]
-    for n, record in enumerate(trajectories.load(CORPUS)):
-        events += trajectories.trajectory_events(record, f"s{n}", start)
-    states: dict[str, Any] = {}
-    for e in events:
-        state, step = fold(states.get(e.session_id), e)
-        states[e.session_id] = state
+    for n, record in enumerate(testing.load_trajectories(CORPUS)):
+        events += testing.trajectory_events(record, f"s{n}", start)
+    for step in testing.fold_all(events):
         assert direct_bytes(step) == wire.encode_triples(step) == fastavro_bytes(step)
 
 

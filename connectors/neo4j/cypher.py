@@ -1,0 +1,202 @@
+"""Every Cypher statement provstream runs, as constants.
+
+Typed ``LiteralString`` so that a query built from data fails type checking.
+Labels and relationship types appear literally, one per allow-listed name
+(docs/neo4j-model.md); values are always parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Final, LiteralString
+
+SCHEMA: Final[tuple[LiteralString, ...]] = (
+    "CREATE CONSTRAINT resource_iri IF NOT EXISTS FOR (n:Resource) REQUIRE n.iri IS UNIQUE",
+    "CREATE INDEX resource_session IF NOT EXISTS FOR (n:Resource) ON (n.session)",
+    "CREATE INDEX resource_scope IF NOT EXISTS FOR (n:Resource) ON (n.user, n.collection)",
+    "CREATE INDEX question_scope IF NOT EXISTS FOR (n:Question) ON (n.user, n.collection)",
+)
+AWAIT_INDEXES: Final[LiteralString] = "CALL db.awaitIndexes(300)"
+
+# -- write (nodes before relationships) ---------------------------------------
+
+MERGE_OBJECTS: Final[LiteralString] = """
+UNWIND $rows AS row
+MERGE (n:Resource {iri: row.iri})
+ON CREATE SET n.graph = row.graph
+"""
+
+# Labels: one FOREACH per allow-listed label, so the text stays constant.
+MERGE_NODES: Final[LiteralString] = """
+UNWIND $rows AS row
+MERGE (n:Resource {iri: row.iri})
+SET n += row.props, n.startedAtTime = coalesce(datetime(row.startedAtTime), n.startedAtTime)
+WITH n, row,
+     [t IN row.types WHERE NOT t IN coalesce(n.types, [])] AS newTypes,
+     [c IN row.chunks WHERE NOT c IN coalesce(n.selectedChunk, [])] AS newChunks,
+     [x IN row.extra WHERE NOT x IN coalesce(n.extraLiterals, [])] AS newExtra
+SET n.types = CASE WHEN size(newTypes) = 0 THEN n.types ELSE coalesce(n.types, []) + newTypes END,
+    n.selectedChunk = CASE WHEN size(newChunks) = 0 THEN n.selectedChunk
+                           ELSE coalesce(n.selectedChunk, []) + newChunks END,
+    n.extraLiterals = CASE WHEN size(newExtra) = 0 THEN n.extraLiterals
+                           ELSE coalesce(n.extraLiterals, []) + newExtra END
+FOREACH (_ IN CASE WHEN 'Activity' IN row.labels THEN [1] ELSE [] END | SET n:Activity)
+FOREACH (_ IN CASE WHEN 'Entity' IN row.labels THEN [1] ELSE [] END | SET n:Entity)
+FOREACH (_ IN CASE WHEN 'Question' IN row.labels THEN [1] ELSE [] END | SET n:Question)
+FOREACH (_ IN CASE WHEN 'AgentQuestion' IN row.labels THEN [1] ELSE [] END | SET n:AgentQuestion)
+FOREACH (_ IN CASE WHEN 'GraphRagQuestion' IN row.labels THEN [1] ELSE [] END | SET n:GraphRagQuestion)
+FOREACH (_ IN CASE WHEN 'DocRagQuestion' IN row.labels THEN [1] ELSE [] END | SET n:DocRagQuestion)
+FOREACH (_ IN CASE WHEN 'Analysis' IN row.labels THEN [1] ELSE [] END | SET n:Analysis)
+FOREACH (_ IN CASE WHEN 'Conclusion' IN row.labels THEN [1] ELSE [] END | SET n:Conclusion)
+FOREACH (_ IN CASE WHEN 'Exploration' IN row.labels THEN [1] ELSE [] END | SET n:Exploration)
+FOREACH (_ IN CASE WHEN 'Focus' IN row.labels THEN [1] ELSE [] END | SET n:Focus)
+FOREACH (_ IN CASE WHEN 'Synthesis' IN row.labels THEN [1] ELSE [] END | SET n:Synthesis)
+"""
+
+# Status never regresses to fewer steps (a redelivered or replayed older message).
+MERGE_STATUS: Final[LiteralString] = """
+UNWIND $rows AS row
+MERGE (q:Resource {iri: row.iri})
+SET q += row.scope
+WITH q, row
+WHERE q.steps IS NULL OR q.steps <= row.steps
+SET q.status = row.status, q.steps = row.steps, q.expectedSteps = row.expectedSteps,
+    q.lateSteps = row.lateSteps, q.missingSteps = row.missingSteps
+"""
+
+MERGE_RELATIONSHIPS: Final[dict[str, LiteralString]] = {
+    "wasDerivedFrom": """
+UNWIND $rows AS row
+MATCH (s:Resource {iri: row.s})
+MATCH (o:Resource {iri: row.o})
+MERGE (s)-[r:wasDerivedFrom]->(o)
+SET r.graph = row.graph
+""",
+    "wasGeneratedBy": """
+UNWIND $rows AS row
+MATCH (s:Resource {iri: row.s})
+MATCH (o:Resource {iri: row.o})
+MERGE (s)-[r:wasGeneratedBy]->(o)
+SET r.graph = row.graph
+""",
+    "selectedEdge": """
+UNWIND $rows AS row
+MATCH (s:Resource {iri: row.s})
+MATCH (o:Resource {iri: row.o})
+MERGE (s)-[r:selectedEdge]->(o)
+SET r.graph = row.graph
+""",
+    "LINK": """
+UNWIND $rows AS row
+MATCH (s:Resource {iri: row.s})
+MATCH (o:Resource {iri: row.o})
+MERGE (s)-[r:LINK {predicate: row.predicate}]->(o)
+SET r.graph = row.graph
+""",
+}
+
+# -- read ---------------------------------------------------------------------
+
+FIND_QUESTION: Final[LiteralString] = """
+MATCH (q:Resource {iri: $iri})
+WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph
+RETURN q.session AS session, q.mechanism AS mechanism
+"""
+
+_NODE_TRIPLES_TAIL: Final[LiteralString] = """
+OPTIONAL MATCH (n)-[r]->(o:Resource)
+WHERE r.graph = $graph
+WITH n, collect(CASE WHEN r IS NULL THEN null ELSE {type: type(r), predicate: r.predicate, o: o.iri} END) AS rels
+RETURN properties(n) AS props, rels
+"""
+
+SESSION_NODES: Final[LiteralString] = """
+MATCH (n:Resource {session: $session})
+WHERE n.user = $user AND n.collection = $collection AND n.graph = $graph AND n.mechanism = $mechanism
+""" + _NODE_TRIPLES_TAIL
+
+SCOPE_NODES: Final[LiteralString] = """
+MATCH (n:Resource {user: $user, collection: $collection})
+WHERE n.graph = $graph
+""" + _NODE_TRIPLES_TAIL
+
+# -- delete (in batches, one transaction per batch) ---------------------------
+
+DELETE_ALL_BATCH: Final[LiteralString] = """
+MATCH (n:Resource)
+WHERE n.graph = $graph
+WITH n LIMIT $limit
+DETACH DELETE n
+RETURN count(*) AS deleted
+"""
+
+DELETE_SCOPE_BATCH: Final[LiteralString] = """
+MATCH (n:Resource)
+WHERE n.graph = $graph AND ($user IS NULL OR n.user = $user)
+  AND ($collection IS NULL OR n.collection = $collection) AND n.user IS NOT NULL
+WITH n LIMIT $limit
+DETACH DELETE n
+RETURN count(*) AS deleted
+"""
+
+# Nodes only ever referenced as objects lose their last relationship with their scope.
+DELETE_ORPHANS_BATCH: Final[LiteralString] = """
+MATCH (n:Resource)
+WHERE n.graph = $graph AND n.user IS NULL AND NOT (n)--()
+WITH n LIMIT $limit
+DELETE n
+RETURN count(*) AS deleted
+"""
+
+
+# -- the read side ----------------------------------------------------------
+# The read side's Cypher, as constants (values are always parameters).
+#
+# A session's Question node is the node that carries its status (the sink sets
+# ``status``, ``steps``, ... and the scope on it, even before the question step
+# itself arrived). A GraphRAG/DocRAG session is a *sub-trace* when an agent
+# Analysis in the same scope ``wasDerivedFrom`` its Synthesis; the listing nests
+# it under that agent session instead of showing it at the top level.
+
+LIST_TRACES: Final[LiteralString] = """
+MATCH (q:Resource)
+WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph AND q.status IS NOT NULL
+  AND NOT EXISTS {
+    MATCH (s:Resource {session: q.session})<-[:wasDerivedFrom]-(caller:Analysis)
+    WHERE s:Synthesis AND s.mechanism = q.mechanism AND s.user = q.user AND s.collection = q.collection
+      AND caller.user = q.user AND caller.collection = q.collection
+  }
+WITH q
+ORDER BY q.startedAtTime IS NULL, q.startedAtTime DESC, q.iri
+LIMIT $limit
+RETURN q.iri AS iri, q.session AS session, labels(q) AS labels, q.mechanism AS mechanism,
+       q.query AS query, q.startedAtTime AS time, q.steps AS steps, q.status AS status,
+       COLLECT {
+         MATCH (a:Resource {session: q.session})-[:wasDerivedFrom]->(s:Synthesis)
+         WHERE a:Analysis AND a.mechanism = q.mechanism AND a.user = q.user AND a.collection = q.collection
+           AND s.user = q.user AND s.collection = q.collection
+         MATCH (sq:Resource {session: s.session})
+         WHERE sq.mechanism = s.mechanism AND sq.user = q.user AND sq.collection = q.collection
+           AND sq.graph = q.graph AND sq.status IS NOT NULL
+         RETURN DISTINCT sq {.iri, .session, labels: labels(sq), .mechanism, .query,
+                             time: sq.startedAtTime, .steps, .status}
+       } AS subtraces
+"""
+
+QUESTION_STATUS: Final[LiteralString] = """
+MATCH (q:Resource {iri: $iri})
+WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph
+RETURN q.status AS status, q.steps AS steps, q.expectedSteps AS expected,
+       q.lateSteps AS late, q.missingSteps AS missing
+"""
+
+# The Question of the session a Synthesis belongs to (same scope only).
+SUBTRACE_QUESTION: Final[LiteralString] = """
+MATCH (s:Resource {iri: $iri})
+WHERE s.user = $user AND s.collection = $collection AND s.graph = $graph
+MATCH (q:Resource {session: s.session})
+WHERE q.mechanism = s.mechanism AND q.user = s.user AND q.collection = s.collection
+  AND q.graph = s.graph AND q.status IS NOT NULL
+RETURN q.iri AS iri
+ORDER BY q.iri
+LIMIT 1
+"""

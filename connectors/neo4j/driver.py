@@ -1,0 +1,87 @@
+"""The one Neo4j driver wrapper: connecting, the lifecycle, and driver errors translated.
+
+Both Neo4j adapters (:class:`.store.Neo4jStore`, the write side and rebuilds,
+and :class:`.reader.TraceReader`, the read side's queries) own a driver
+through :class:`DriverOwner`; no driver exception leaves this package:
+unavailability becomes :class:`StoreUnavailable` (retryable), everything else
+:class:`StoreError`.
+
+Example::
+
+    with Neo4jStore(settings) as store:     # connects on enter, closes on exit
+        store.setup()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, ClassVar, Self
+
+from neo4j import Driver, GraphDatabase
+from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, SessionExpired, TransientError
+
+from provstream.errors import StoreError, StoreUnavailable
+from provstream.settings import Settings
+
+
+@contextmanager
+def translated(action: str) -> Iterator[None]:
+    """Map Neo4j driver exceptions to provstream's, naming the action that failed.
+
+    :param action: what was being done, for the message (``"writing a batch"``).
+    :raises StoreUnavailable: the server is unreachable or the error is transient (retryable).
+    :raises StoreError: anything else the driver or server reported.
+    """
+    try:
+        yield
+    except (ServiceUnavailable, SessionExpired, TransientError) as exc:
+        raise StoreUnavailable(f"Neo4j unavailable while {action}: {exc}") from exc
+    except (Neo4jError, DriverError) as exc:
+        raise StoreError(f"Neo4j refused {action}: {exc}") from exc
+
+
+def connect_driver(settings: Settings, **options: Any) -> Driver:
+    """A connected driver (authenticated, notifications off); driver errors translated.
+
+    :param settings: ``neo4j_uri`` and the credentials.
+    :param options: extra driver options (e.g. ``max_transaction_retry_time``).
+    :returns: a driver whose connectivity was verified; the caller closes it.
+    """
+    with translated("connecting"):
+        driver = GraphDatabase.driver(settings.neo4j_uri, auth=settings.neo4j_auth,
+                                      notifications_min_severity="OFF", **options)
+        try:
+            driver.verify_connectivity()
+        except BaseException:
+            driver.close()
+            raise
+    return driver
+
+
+class DriverOwner:
+    """Owns one driver: no I/O in the constructor, connected by :meth:`open` or ``with``."""
+
+    driver_options: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._driver: Driver | None = None
+
+    def open(self) -> Self:
+        if self._driver is None:
+            self._driver = connect_driver(self._settings, **self.driver_options)
+        return self
+
+    def close(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

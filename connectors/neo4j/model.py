@@ -1,0 +1,69 @@
+"""The fixed mapping between RDF predicates and the Neo4j model (docs/neo4j-model.md).
+
+Shared by the write side (:mod:`neo4j_rows`) and the read side
+(:mod:`neo4j_rebuild`); nothing here does I/O. Every label, relationship type
+and property name that reaches Cypher comes from these tables, never from data.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Final
+
+from provstream.core import vocab as v
+
+# Labels: the allow-listed rdf:type IRIs and their local names.
+LABELS: Final = {t: v.local_name(t) for t in sorted(v.TYPES)}
+
+# Literal predicates stored as one property each.
+STRING_PROPS: Final = {
+    v.TG_QUERY: "query", v.TG_THOUGHT: "thought", v.TG_ACTION: "action", v.TG_ARGUMENTS: "arguments",
+    v.TG_OBSERVATION: "observation", v.TG_ANSWER: "answer", v.TG_CONTENT: "content",
+    v.TG_REASONING: "reasoning",
+}
+INTEGER_PROPS: Final = {v.TG_CHUNK_COUNT: "chunkCount", v.TG_EDGE_COUNT: "edgeCount"}
+DATETIME_PROPS: Final = {v.PROV_STARTED_AT: "startedAtTime"}
+# Repeated literal predicates stored as a list property.
+LIST_PROPS: Final = {v.TG_SELECTED_CHUNK: "selectedChunk"}
+
+# IRI objects: relationship types from the allow-list; anything else is a LINK.
+REL_TYPES: Final = {
+    v.PROV_WAS_DERIVED_FROM: "wasDerivedFrom",
+    v.PROV_WAS_GENERATED_BY: "wasGeneratedBy",
+    v.TG_SELECTED_EDGE: "selectedEdge",
+}
+LINK: Final = "LINK"
+
+# Properties that are scope, status or bookkeeping, not triples.
+SCOPE_PROPS: Final = ("graph", "user", "collection", "session", "mechanism")
+EDGE_PROPS: Final = (
+    "edgeSubject", "edgePredicate", "edgeObject", "edgeObjectKind", "edgeObjectDatatype", "edgeObjectLanguage",
+)
+
+
+_CANONICAL_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
+_CANONICAL_INTEGER = re.compile(r"^-?(0|[1-9][0-9]*)$")
+_INT64 = 2**63
+
+
+def parse_datetime(lexical: str) -> datetime | None:
+    """The UTC datetime of a canonical ``xsd:dateTime`` lexical form, else ``None``.
+
+    Only the canonical form (``YYYY-MM-DDTHH:MM:SS.ffffffZ``) becomes a Neo4j
+    ``DATETIME``: it is the form export writes back, so the round trip is exact.
+    """
+    if not _CANONICAL_DATETIME.match(lexical):
+        return None
+    try:
+        return datetime.fromisoformat(lexical).astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def parse_integer(lexical: str) -> int | None:
+    """The value of a canonical ``xsd:integer`` that fits a Neo4j INTEGER, else ``None``."""
+    if not _CANONICAL_INTEGER.match(lexical):
+        return None
+    value = int(lexical)
+    return value if -_INT64 <= value < _INT64 else None

@@ -1,0 +1,181 @@
+"""Pure translation of a batch of :class:`StepTriples` into Cypher parameter rows.
+
+One row per node (all of a batch's triples about one subject merged), one row
+per object-only IRI, one status row per question (the one with most steps),
+and relationship rows grouped by relationship type. The store sends each group
+with its own constant ``UNWIND $rows ... MERGE`` query (see
+:mod:`neo4j_cypher`); values travel only as parameters.
+
+A triple the model cannot hold losslessly raises :class:`StoreError` (the sink
+dead-letters that message): a quoted triple under a predicate other than
+``tg:edge``, or two different quoted triples on one node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provstream.connectors.neo4j import model as m
+from provstream.core import vocab as v
+from provstream.core.triples import Iri, Literal, QuotedTriple, StepTriples, Triple
+from provstream.errors import StoreError
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Everything one write sends: nodes first, then relationships."""
+
+    nodes: tuple[Row, ...] = ()
+    objects: tuple[Row, ...] = ()
+    statuses: tuple[Row, ...] = ()
+    relationships: Mapping[str, tuple[Row, ...]] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return len(self.nodes) + len(self.objects) + len(self.statuses) + sum(
+            len(r) for r in self.relationships.values()
+        )
+
+
+@dataclass
+class _Node:
+    """Accumulates one subject's triples within a batch (internal, mutable)."""
+
+    iri: str
+    scope: Row
+    types: dict[str, None] = field(default_factory=dict)
+    props: Row = field(default_factory=dict)
+    chunks: dict[str, None] = field(default_factory=dict)
+    extra: dict[str, None] = field(default_factory=dict)
+    edge: QuotedTriple | None = None
+
+    def row(self) -> Row:
+        types = list(self.types)
+        props = {**self.scope, **self.props, **_edge_props(self.edge)}
+        # Datetimes travel as their canonical text and become DATETIME in Cypher: the driver's
+        # own conversion of Python datetimes costs more than the rest of the row together.
+        datetimes = {name: props.pop(name, None) for name in m.DATETIME_PROPS.values()}
+        return {
+            "iri": self.iri, "labels": sorted({m.LABELS[t] for t in types if t in m.LABELS}),
+            "types": types, "props": props, "chunks": list(self.chunks), "extra": list(self.extra),
+            **datetimes,
+        }
+
+
+def build_rows(batch: Sequence[StepTriples]) -> Rows:
+    """The rows that write ``batch`` (any order of messages gives the same graph)."""
+    nodes: dict[str, _Node] = {}
+    rels: dict[str, dict[tuple[str, str, str], Row]] = {}
+    statuses: dict[str, StepTriples] = {}
+    for msg in batch:
+        scope = scope_of(msg)
+        for t in msg.triples:
+            node = nodes.get(t.s.value)
+            if node is None:
+                node = nodes[t.s.value] = _Node(t.s.value, scope)
+            _add(node, t, rels, msg.graph)
+        best = statuses.get(msg.question)
+        if best is None or msg.status.steps >= best.status.steps:
+            statuses[msg.question] = msg
+    objects = sorted({r["o"] for group in rels.values() for r in group.values()} - nodes.keys())
+    graph = batch[0].graph if batch else v.GRAPH
+    return Rows(
+        nodes=tuple(n.row() for n in nodes.values()),
+        objects=tuple({"iri": iri, "graph": graph} for iri in objects),
+        statuses=tuple(status_row(msg) for msg in statuses.values()),
+        relationships={k: tuple(group.values()) for k, group in sorted(rels.items())},
+    )
+
+
+def scope_of(msg: StepTriples) -> Row:
+    return {"graph": msg.graph, "user": msg.user, "collection": msg.collection,
+            "session": msg.session_id, "mechanism": msg.mechanism.value}
+
+
+def status_row(msg: StepTriples) -> Row:
+    s = msg.status
+    return {"iri": msg.question, "scope": scope_of(msg), "status": s.state.word,
+            "steps": s.steps, "expectedSteps": s.expected, "lateSteps": s.late, "missingSteps": list(s.missing)}
+
+
+def _add(node: _Node, t: Triple, rels: dict[str, dict[tuple[str, str, str], Row]], graph: str) -> None:
+    p, o = t.p.value, t.o
+    if isinstance(o, Iri):
+        if p == v.RDF_TYPE:
+            node.types[o.value] = None
+        else:
+            _add_relationship(rels, node.iri, p, o.value, graph)
+    elif isinstance(o, QuotedTriple):
+        _set_edge(node, p, o)
+    else:
+        _add_literal(node, p, o)
+
+
+def _add_relationship(rels: dict[str, dict[tuple[str, str, str], Row]], s: str, p: str, o: str, graph: str) -> None:
+    rel_type = m.REL_TYPES.get(p, m.LINK)
+    row: Row = {"s": s, "o": o, "graph": graph}
+    if rel_type == m.LINK:
+        row["predicate"] = p
+    rels.setdefault(rel_type, {})[(s, p, o)] = row
+
+
+def _set_edge(node: _Node, p: str, q: QuotedTriple) -> None:
+    if p != v.TG_EDGE:
+        raise StoreError(f"cannot store a quoted triple under <{p}> on <{node.iri}>: only tg:edge holds one")
+    if node.edge is not None and node.edge != q:
+        raise StoreError(f"<{node.iri}> has two different tg:edge quoted triples; the model holds one")
+    node.edge = q
+
+
+def _add_literal(node: _Node, p: str, o: Literal) -> None:
+    plain = o.datatype is None and o.language is None
+    if p in m.LIST_PROPS and plain:
+        node.chunks[o.value] = None
+        return
+    typed = _typed_value(p, o)
+    if typed is not None:
+        name, value = typed
+        if node.props.setdefault(name, value) == value:
+            return
+    node.extra[extra_literal(p, o)] = None
+
+
+def _typed_value(p: str, o: Literal) -> tuple[str, Any] | None:
+    """The (property, value) a known literal predicate maps to, if its literal has the expected form."""
+    if p in m.STRING_PROPS and o.datatype is None and o.language is None:
+        return m.STRING_PROPS[p], o.value
+    if p in m.INTEGER_PROPS and o.datatype == v.XSD_INTEGER and o.language is None:
+        number = m.parse_integer(o.value)
+        return None if number is None else (m.INTEGER_PROPS[p], number)
+    if p in m.DATETIME_PROPS and o.datatype == v.XSD_DATETIME and o.language is None:
+        moment = m.parse_datetime(o.value)
+        return None if moment is None else (m.DATETIME_PROPS[p], o.value)
+    return None
+
+
+def extra_literal(p: str, o: Literal) -> str:
+    """The JSON text ``[predicate, value, datatype, language]`` kept in ``extraLiterals``."""
+    return json.dumps([p, o.value, o.datatype, o.language], ensure_ascii=False, separators=(",", ":"))
+
+
+def _edge_props(q: QuotedTriple | None) -> Row:
+    if q is None:
+        return {}
+    props: Row = {"edgeSubject": q.s.value, "edgePredicate": q.p.value, "edgeObject": q.o.value,
+                  "edgeObjectKind": "IRI" if isinstance(q.o, Iri) else "LITERAL"}
+    if isinstance(q.o, Literal):
+        props.update(_present(edgeObjectDatatype=q.o.datatype, edgeObjectLanguage=q.o.language))
+    return props
+
+
+def _present(**values: Any) -> Row:
+    return {k: x for k, x in values.items() if x is not None}
+
+
+def triple_count(batch: Iterable[StepTriples]) -> int:
+    return sum(len(msg.triples) for msg in batch)

@@ -1,0 +1,137 @@
+"""The Neo4j adapter: writes the retrieval graph and reads it back as triples.
+
+The model is docs/neo4j-model.md. Row building (:mod:`.rows`) and triple
+rebuilding (:mod:`.rebuild`) are pure; this module only runs the constant
+statements of :mod:`.cypher` with parameters. Driver exceptions never
+leave it: unavailability becomes :class:`StoreUnavailable` (retryable),
+everything else :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, LiteralString
+
+from neo4j import ManagedTransaction
+from neo4j.exceptions import (
+    ClientError,
+)
+
+from provstream.connectors.neo4j import cypher as q
+from provstream.connectors.neo4j.driver import DriverOwner, translated
+from provstream.connectors.neo4j.rebuild import node_triples
+from provstream.connectors.neo4j.rows import Rows, build_rows
+from provstream.core import vocab as v
+from provstream.core.triples import StepTriples, Triple
+from provstream.errors import StoreError, TraceNotFound
+
+DELETE_BATCH = 10_000
+_RETRY_SECONDS = 5.0  # the driver's own retries of a managed transaction; callers back off beyond that
+_ALREADY_EXISTS = "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists"
+
+
+class Neo4jStore(DriverOwner):
+    """The retrieval graph in Neo4j. No I/O until :meth:`open` (or ``with``)."""
+
+    driver_options = {"max_transaction_retry_time": _RETRY_SECONDS}
+
+    # -- schema -----------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create the uniqueness constraint and indexes if missing (safe to repeat, also concurrently)."""
+        with translated("creating the constraint and indexes"), self._session() as session:
+            for statement in q.SCHEMA:
+                try:
+                    session.run(statement).consume()
+                except ClientError as exc:
+                    if exc.code != _ALREADY_EXISTS:  # another process created it a moment ago
+                        raise
+            session.run(q.AWAIT_INDEXES).consume()
+
+    # -- write ------------------------------------------------------------------
+
+    def write(self, batch: Sequence[StepTriples]) -> int:
+        """Write a batch in one managed transaction; return the number of rows written."""
+        rows = build_rows(batch)
+        if rows.count == 0:
+            return 0
+        with translated(f"writing {len(batch)} triples messages"), self._session() as session:
+            return session.execute_write(_write_rows, rows)
+
+    # -- read -------------------------------------------------------------------
+
+    def trace_triples(self, question_iri: str, *, user: str, collection: str) -> set[Triple]:
+        """Every triple of the session whose Question is ``question_iri``, in that scope."""
+        with translated(f"reading trace {question_iri}"), self._session() as session:
+            found = session.execute_read(_single, q.FIND_QUESTION, iri=question_iri, user=user,
+                                         collection=collection, graph=v.GRAPH)
+            if found is None or found["session"] is None:
+                raise TraceNotFound(f"no trace {question_iri} for user {user!r} in collection {collection!r}")
+            return session.execute_read(_triples, q.SESSION_NODES, session=found["session"],
+                                        mechanism=found["mechanism"], user=user, collection=collection,
+                                        graph=v.GRAPH)
+
+    def scope_triples(self, *, user: str, collection: str) -> set[Triple]:
+        """Every triple of every trace of ``user`` in ``collection``."""
+        with translated(f"reading user {user!r} collection {collection!r}"), self._session() as session:
+            return session.execute_read(_triples, q.SCOPE_NODES, user=user, collection=collection, graph=v.GRAPH)
+
+    # -- delete -----------------------------------------------------------------
+
+    def reset_graph(self, *, user: str | None = None, collection: str | None = None) -> int:
+        """Delete the retrieval graph (all of it, or one user and/or collection); return nodes deleted.
+
+        Deletes in batches of :data:`DELETE_BATCH` nodes, one transaction each.
+        A scoped reset also removes nodes that were only ever referenced as
+        objects and have nothing left pointing at them.
+        """
+        if user is None and collection is None:
+            return self._delete_batches(q.DELETE_ALL_BATCH)
+        deleted = self._delete_batches(q.DELETE_SCOPE_BATCH, user=user, collection=collection)
+        return deleted + self._delete_batches(q.DELETE_ORPHANS_BATCH)
+
+    def _delete_batches(self, statement: LiteralString, **params: Any) -> int:
+        total = 0
+        with translated("deleting the retrieval graph"), self._session() as session:
+            while True:
+                record = session.execute_write(_single, statement, graph=v.GRAPH, limit=DELETE_BATCH, **params)
+                deleted = int(record["deleted"]) if record else 0
+                total += deleted
+                if deleted < DELETE_BATCH:
+                    return total
+
+    def _session(self) -> Any:
+        if self._driver is None:
+            raise StoreError("Neo4jStore is not open: call open() or use it as a context manager")
+        return self._driver.session(database=self._settings.neo4j_database)
+
+
+# -- transaction functions ------------------------------------------------------
+# The driver may run these more than once (it retries transient failures), so
+# each must be idempotent: they only MERGE, SET to values from the batch, read,
+# or delete what matches.
+
+def _write_rows(tx: ManagedTransaction, rows: Rows) -> int:
+    _run_if(tx, q.MERGE_OBJECTS, rows.objects)
+    _run_if(tx, q.MERGE_NODES, rows.nodes)
+    _run_if(tx, q.MERGE_STATUS, rows.statuses)
+    for rel_type, rel_rows in rows.relationships.items():
+        _run_if(tx, q.MERGE_RELATIONSHIPS[rel_type], rel_rows)
+    return rows.count
+
+
+def _run_if(tx: ManagedTransaction, statement: LiteralString, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        tx.run(statement, rows=list(rows)).consume()
+
+
+def _single(tx: ManagedTransaction, statement: LiteralString, **params: Any) -> Any:
+    return tx.run(statement, **params).single()
+
+
+def _triples(tx: ManagedTransaction, statement: LiteralString, **params: Any) -> set[Triple]:
+    out: set[Triple] = set()
+    for record in tx.run(statement, **params):
+        out.update(node_triples(record["props"], record["rels"]))
+    return out
+

@@ -1,0 +1,133 @@
+"""``tg-list-explain-traces`` and ``tg-show-explain-trace``: the seed-compatible read commands.
+
+Settings are read from the environment here, once; project errors become one
+line on stderr and exit status 1; Ctrl-C while following exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+
+from provstream.connectors.neo4j.reader import TraceReader
+from provstream.connectors.neo4j.store import Neo4jStore
+from provstream.errors import ProvstreamError, TraceNotFound
+from provstream.read import render_json
+from provstream.read.follow import follow, question_of_synthesis
+from provstream.read.listing import EMPTY, render_table, rows_json
+from provstream.read.live import TriplesTail
+from provstream.read.loader import load_trace
+from provstream.read.model import Trace
+from provstream.read.render_text import render_trace
+from provstream.settings import Settings
+
+Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def terminal_width() -> int:
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def one_line(text: str) -> str:
+    """Driver messages may span lines; errors are reported on one."""
+    return " ".join(text.split())
+
+
+def add_scope(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-U", "--user", default=None, help="user (default: trustgraph)")
+    parser.add_argument("-C", "--collection", default=None, help="collection (default: default)")
+
+
+def scope(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
+    return args.user or settings.user, args.collection or settings.collection
+
+
+def _run(prog: str, command: Command, args: argparse.Namespace) -> int:
+    try:
+        return command(args, Settings.from_env())
+    except ProvstreamError as exc:
+        print(f"{prog}: {one_line(str(exc))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- list ---------------------------------------------------------------------
+
+def list_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tg-list-explain-traces",
+                                     description="List recorded traces of a user and collection, newest first.")
+    add_scope(parser)
+    parser.add_argument("--limit", type=int, default=50, help="at most N sessions (default 50)")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    return parser
+
+
+def list_command(args: argparse.Namespace, settings: Settings) -> int:
+    if args.limit < 1:
+        raise ProvstreamError("--limit must be at least 1")
+    user, collection = scope(args, settings)
+    with TraceReader(settings) as reader:
+        rows = reader.list_traces(user=user, collection=collection, limit=args.limit)
+    if args.format == "json":
+        sys.stdout.write(rows_json(rows))
+    elif not rows:
+        print(EMPTY.format(user=user, collection=collection))
+    else:
+        sys.stdout.write(render_table(rows, terminal_width()))
+    return 0
+
+
+def list_main(argv: Sequence[str] | None = None) -> int:
+    return _run("tg-list-explain-traces", list_command, list_parser().parse_args(argv))
+
+
+# -- show ---------------------------------------------------------------------
+
+def show_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tg-show-explain-trace",
+                                     description="Show one trace: question, every step, the answer.")
+    parser.add_argument("uri", metavar="URI", help="the question IRI, e.g. urn:trustgraph:agent:<session>")
+    add_scope(parser)
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--follow", action="store_true", help="then print this trace's new steps live (Ctrl-C stops)")
+    return parser
+
+
+def show_command(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.follow:
+        _show(args, settings, waiting_ok=False)
+        return 0
+    with TriplesTail(settings) as tail:  # positioned before reading Neo4j: no step falls in between
+        trace = _show(args, settings, waiting_ok=True)
+        print(f"following {args.uri} live; Ctrl-C to stop", file=sys.stderr, flush=True)
+        user, collection = scope(args, settings)
+        known = [question_of_synthesis(iri) for iri, _ in getattr(trace, "subtraces", ())]
+        return follow(tail, sys.stdout, user=user, collection=collection, question=args.uri,
+                      subtraces=[q for q in known if q is not None], width=terminal_width())
+
+
+def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> Trace | None:
+    """Print the trace; return it (``None`` if not recorded yet and ``waiting_ok``)."""
+    user, collection = scope(args, settings)
+    try:
+        with Neo4jStore(settings) as store, TraceReader(settings) as reader:
+            trace = load_trace(store, reader, args.uri, user=user, collection=collection)
+    except TraceNotFound:
+        if not waiting_ok:
+            raise
+        print(f"{args.uri} is not recorded yet for user {user!r} in collection {collection!r}; waiting",
+              file=sys.stderr)
+        return None
+    if args.format == "json":
+        sys.stdout.write(render_json.dumps(trace))
+    else:
+        sys.stdout.write(render_trace(trace, terminal_width()))
+    sys.stdout.flush()
+    return trace
+
+
+def show_main(argv: Sequence[str] | None = None) -> int:
+    return _run("tg-show-explain-trace", show_command, show_parser().parse_args(argv))

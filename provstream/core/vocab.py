@@ -1,0 +1,171 @@
+"""The fixed PROV-O / TrustGraph vocabulary and the deterministic IRI scheme.
+
+Every IRI a trace uses is built here from (mechanism, session id, step), so the
+same events always give the same graph. Nothing else in provstream formats an
+IRI from data.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Final
+
+PROV: Final = "http://www.w3.org/ns/prov#"
+RDF: Final = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+XSD: Final = "http://www.w3.org/2001/XMLSchema#"
+TG: Final = "https://trustgraph.ai/ns/"
+
+GRAPH: Final = "urn:graph:retrieval"
+
+RDF_TYPE: Final = RDF + "type"
+XSD_STRING: Final = XSD + "string"
+XSD_INTEGER: Final = XSD + "integer"
+XSD_DATETIME: Final = XSD + "dateTime"
+
+# Types
+PROV_ACTIVITY: Final = PROV + "Activity"
+PROV_ENTITY: Final = PROV + "Entity"
+TG_QUESTION: Final = TG + "Question"
+TG_AGENT_QUESTION: Final = TG + "AgentQuestion"
+TG_GRAPHRAG_QUESTION: Final = TG + "GraphRagQuestion"
+TG_DOCRAG_QUESTION: Final = TG + "DocRagQuestion"
+TG_ANALYSIS: Final = TG + "Analysis"
+TG_CONCLUSION: Final = TG + "Conclusion"
+TG_EXPLORATION: Final = TG + "Exploration"
+TG_FOCUS: Final = TG + "Focus"
+TG_SYNTHESIS: Final = TG + "Synthesis"
+
+# Predicates
+TG_QUERY: Final = TG + "query"
+TG_THOUGHT: Final = TG + "thought"
+TG_ACTION: Final = TG + "action"
+TG_ARGUMENTS: Final = TG + "arguments"
+TG_OBSERVATION: Final = TG + "observation"
+TG_ANSWER: Final = TG + "answer"
+TG_CONTENT: Final = TG + "content"
+TG_CHUNK_COUNT: Final = TG + "chunkCount"
+TG_SELECTED_CHUNK: Final = TG + "selectedChunk"
+TG_EDGE_COUNT: Final = TG + "edgeCount"
+TG_SELECTED_EDGE: Final = TG + "selectedEdge"
+TG_EDGE: Final = TG + "edge"
+TG_REASONING: Final = TG + "reasoning"
+PROV_STARTED_AT: Final = PROV + "startedAtTime"
+PROV_WAS_DERIVED_FROM: Final = PROV + "wasDerivedFrom"
+PROV_WAS_GENERATED_BY: Final = PROV + "wasGeneratedBy"
+
+TYPES: Final = frozenset(
+    {
+        PROV_ACTIVITY, PROV_ENTITY, TG_QUESTION, TG_AGENT_QUESTION,
+        TG_GRAPHRAG_QUESTION, TG_DOCRAG_QUESTION, TG_ANALYSIS, TG_CONCLUSION,
+        TG_EXPLORATION, TG_FOCUS, TG_SYNTHESIS,
+    }
+)
+PREDICATES: Final = frozenset(
+    {
+        RDF_TYPE, TG_QUERY, TG_THOUGHT, TG_ACTION, TG_ARGUMENTS, TG_OBSERVATION,
+        TG_ANSWER, TG_CONTENT, TG_CHUNK_COUNT, TG_SELECTED_CHUNK, TG_EDGE_COUNT,
+        TG_SELECTED_EDGE, TG_EDGE, TG_REASONING, PROV_STARTED_AT,
+        PROV_WAS_DERIVED_FROM, PROV_WAS_GENERATED_BY,
+    }
+)
+
+
+class Mechanism(StrEnum):
+    """How a question was answered; decides the trace's shape and IRIs."""
+
+    AGENT = "AGENT"
+    GRAPHRAG = "GRAPHRAG"
+    DOCRAG = "DOCRAG"
+
+    @property
+    def question_type(self) -> str:
+        return _QUESTION_TYPES[self]
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_QUESTION_TYPES: Final = {
+    Mechanism.AGENT: TG_AGENT_QUESTION,
+    Mechanism.GRAPHRAG: TG_GRAPHRAG_QUESTION,
+    Mechanism.DOCRAG: TG_DOCRAG_QUESTION,
+}
+_LABELS: Final = {Mechanism.AGENT: "Agent", Mechanism.GRAPHRAG: "GraphRAG", Mechanism.DOCRAG: "DocRAG"}
+_QUESTION_PREFIX: Final = {
+    Mechanism.AGENT: "urn:trustgraph:agent:",
+    Mechanism.GRAPHRAG: "urn:trustgraph:question:",
+    Mechanism.DOCRAG: "urn:trustgraph:docrag:",
+}
+
+SESSION_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def valid_session_id(session_id: str) -> bool:
+    """Session ids become part of IRIs: only URI-safe characters are allowed."""
+    return bool(SESSION_ID_PATTERN.match(session_id))
+
+
+def question_iri(mechanism: Mechanism, session_id: str) -> str:
+    return _QUESTION_PREFIX[mechanism] + session_id
+
+
+def analysis_iri(session_id: str, iteration: int) -> str:
+    return f"{question_iri(Mechanism.AGENT, session_id)}/i{iteration}"
+
+
+def conclusion_iri(session_id: str) -> str:
+    return question_iri(Mechanism.AGENT, session_id) + "/final"
+
+
+def exploration_iri(mechanism: Mechanism, session_id: str) -> str:
+    if mechanism is Mechanism.DOCRAG:
+        return question_iri(mechanism, session_id) + "/exploration"
+    return "urn:trustgraph:prov:exploration:" + session_id
+
+
+def focus_iri(session_id: str) -> str:
+    return "urn:trustgraph:prov:focus:" + session_id
+
+
+def edge_iri(session_id: str, index: int) -> str:
+    return f"urn:trustgraph:prov:edge:{session_id}:{index}"
+
+
+def synthesis_iri(mechanism: Mechanism, session_id: str) -> str:
+    if mechanism is Mechanism.DOCRAG:
+        return question_iri(mechanism, session_id) + "/synthesis"
+    return "urn:trustgraph:prov:synthesis:" + session_id
+
+
+def parse_question_iri(iri: str) -> tuple[Mechanism, str] | None:
+    """Inverse of :func:`question_iri`, for CLI arguments; ``None`` if not a question IRI."""
+    for mechanism, prefix in _QUESTION_PREFIX.items():
+        if iri.startswith(prefix):
+            session_id = iri[len(prefix):]
+            if valid_session_id(session_id):
+                return mechanism, session_id
+    return None
+
+
+def local_name(iri: str) -> str:
+    """``https://trustgraph.ai/ns/Analysis`` -> ``Analysis``."""
+    return re.split(r"[#/:]", iri)[-1]
+
+
+def vocabulary() -> frozenset[str]:
+    """Every constant IRI/literal string of this module and the question types (for interning)."""
+    constants = {value for name, value in globals().items() if type(value) is str and not name.startswith("_")}
+    return frozenset(constants | {m.question_type for m in Mechanism})
+
+
+def xsd_datetime(moment: datetime) -> str:
+    """The one lexical form of an ``xsd:dateTime`` provstream writes: UTC, microseconds, ``Z``.
+
+    >>> from datetime import UTC, datetime
+    >>> xsd_datetime(datetime(2025, 3, 1, 9, 0, tzinfo=UTC))
+    '2025-03-01T09:00:00.000000Z'
+    """
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

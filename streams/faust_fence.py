@@ -1,0 +1,130 @@
+"""The fence around Faust: every upstream internal the worker replaces or relies on, checked.
+
+The worker patches four faust-streaming / aiokafka internals
+(:mod:`.faust_fixes`: ``Recovery.on_recovery_completed``,
+``Recovery._resume_streams``, ``AIOKafkaConsumerThread._fetch_records``;
+:mod:`.faust_speedups`: ``Consumer._drain_messages``, plus a wrapper around
+``App.on_init_dependencies``) and reads a few private attributes (through the
+accessors below, nowhere else). Those were written against exact upstream
+versions, so:
+
+* :data:`PINNED` holds the versions ``pyproject.toml`` pins; :func:`check_versions`
+  refuses to start the worker on any other, with a clear error;
+* :data:`UPSTREAM` holds a fingerprint (SHA-256 of the source text, first 16
+  hex digits) of every upstream function replaced or relied on, read from the
+  installed package's source file (not the live attribute, which may be
+  patched). ``tests/unit/test_faust_fence.py`` fails on an upgrade that
+  changes one, naming it: re-read that function, re-check the patch or
+  accessor that depends on it, then update the fingerprint.
+
+Example::
+
+    >>> from provstream.streams import faust_fence
+    >>> faust_fence.check_versions()          # raises ConfigError on a mismatch
+    >>> faust_fence.changed_upstream()        # [] when every fingerprint matches
+    []
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+from importlib import metadata
+from typing import Any, Final
+
+from provstream.errors import ConfigError
+
+PINNED: Final = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0"}
+
+# "module:Class.method" -> fingerprint, with what depends on it.
+UPSTREAM: Final = {
+    # replaced by faust_fixes (seek before resume; no fetch for an empty active set)
+    "faust.tables.recovery:Recovery.on_recovery_completed": "cd8604c016ec07c2",
+    "faust.tables.recovery:Recovery._resume_streams": "12032bac421b7e18",
+    "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread._fetch_records": "42af390b23296396",
+    # replaced by faust_speedups (eager delivery; same semantics)
+    "faust.transport.consumer:Consumer._drain_messages": "35808b82ae2fb175",
+    # wrapped by faust_speedups.without_monitor
+    "faust.app.base:App.on_init_dependencies": "ffe75fe2458138c1",
+    # relied on: raw_producer(), committed_offsets(), in_recovery(), and the patched code's calls
+    "faust.transport.drivers.aiokafka:Producer._ensure_producer": "7dcc5fae06118503",
+    "faust.transport.consumer:Consumer._commit_offsets": "e2ab6185fcf7c9de",
+    "faust.tables.recovery:Recovery._set_recovery_ended": "451eea5e4c717c33",
+    "aiokafka.consumer.fetcher:Fetcher.fetched_records": "b4ecba13bb50c17a",
+    "aiokafka.consumer.subscription_state:SubscriptionState.fetch_context": "cb3d3108eea860e8",
+}
+
+
+def check_versions(installed: dict[str, str] | None = None) -> None:
+    """Refuse to run the patched worker on other faust-streaming / aiokafka versions.
+
+    :param installed: distribution name -> version (default: what is installed).
+    :raises ConfigError: naming each distribution whose version differs from :data:`PINNED`.
+    """
+    found = installed if installed is not None else {name: _version(name) for name in PINNED}
+    wrong = [f"{name} {found.get(name)} (needs {want})" for name, want in PINNED.items() if found.get(name) != want]
+    if wrong:
+        raise ConfigError("the worker's Faust patches were written for other versions: " + ", ".join(wrong)
+                          + "; reinstall with `make` (pyproject.toml pins them)")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def fingerprint(target: str) -> str:
+    """The fingerprint of ``module:Class.method`` as the installed source file defines it.
+
+    :param target: e.g. ``"faust.tables.recovery:Recovery._resume_streams"``.
+    :returns: the first 16 hex digits of the SHA-256 of the function's source text.
+    :raises LookupError: when the module, class or function no longer exists.
+    """
+    module, qualname = target.split(":")
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise LookupError(f"{module} is not installed")
+    with open(spec.origin, encoding="utf-8") as f:
+        source = f.read()
+    node: Any = ast.parse(source)
+    for name in qualname.split("."):
+        node = next((n for n in node.body if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                     and n.name == name), None)
+        if node is None:
+            raise LookupError(f"{target}: {name} not found in {spec.origin}")
+    text = ast.get_source_segment(source, node, padded=True) or ""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def changed_upstream(expected: dict[str, str] = UPSTREAM) -> list[str]:
+    """The targets whose installed source no longer matches its recorded fingerprint (or is gone)."""
+    changed = []
+    for target, want in expected.items():
+        try:
+            have = fingerprint(target)
+        except LookupError as exc:
+            changed.append(f"{target} ({exc})")
+            continue
+        if have != want:
+            changed.append(f"{target} (fingerprint {have}, recorded {want})")
+    return changed
+
+
+# -- private attributes, read only here ----------------------------------------
+
+def raw_producer(app: Any) -> Any:
+    """The aiokafka producer under Faust's (``Producer._ensure_producer``), for whole record batches."""
+    return app.producer._ensure_producer()
+
+
+def committed_offsets(consumer: Any) -> Any:
+    """Faust's next offset after the last commit, per partition (``Consumer._committed_offset``)."""
+    return getattr(consumer, "_committed_offset", {})
+
+
+def in_recovery(app: Any) -> bool:
+    """Whether the table manager is restoring from its changelog (``TableManager.recovery``)."""
+    return bool(app.tables.recovery.in_recovery)
