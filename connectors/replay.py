@@ -9,7 +9,7 @@ is assigned the events topic's partitions and positioned at the chosen start:
   (Kafka's ``offsets_for_times``).
 
 It reads up to the end offsets seen when it started, folds the events offline
-with :func:`provstream.streams.fold.fold` (one state per session, exactly as
+with :func:`provstream.core.fold.fold` (one state per session, exactly as
 the worker does) and writes the triples with :meth:`Neo4jStore.write` in
 batches of ``sink_batch_size`` messages (a writer thread writes one batch
 while the next is read and folded). Undecodable or invalid events are

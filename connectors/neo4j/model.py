@@ -1,7 +1,7 @@
 """The fixed mapping between RDF predicates and the Neo4j model (docs/neo4j-model.md).
 
-Shared by the write side (:mod:`neo4j_rows`) and the read side
-(:mod:`neo4j_rebuild`); nothing here does I/O. Every label, relationship type
+Shared by the write side (:mod:`.rows`) and the read side
+(:mod:`.rebuild`); nothing here does I/O. Every label, relationship type
 and property name that reaches Cypher comes from these tables, never from data.
 """
 

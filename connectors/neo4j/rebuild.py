@@ -1,4 +1,4 @@
-"""Pure inverse of :mod:`neo4j_rows`: a stored node and its outgoing relationships → triples.
+"""Pure inverse of :mod:`.rows`: a stored node and its outgoing relationships → triples.
 
 Types come from the ``types`` list (not from labels), literal datatypes from
 the predicate, ``selectedChunk`` gives one triple per element, the ``edge*``

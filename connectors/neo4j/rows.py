@@ -4,7 +4,7 @@ One row per node (all of a batch's triples about one subject merged), one row
 per object-only IRI, one status row per question (the one with most steps),
 and relationship rows grouped by relationship type. The store sends each group
 with its own constant ``UNWIND $rows ... MERGE`` query (see
-:mod:`neo4j_cypher`); values travel only as parameters.
+:mod:`.cypher`); values travel only as parameters.
 
 A triple the model cannot hold losslessly raises :class:`StoreError` (the sink
 dead-letters that message): a quoted triple under a predicate other than

@@ -1,4 +1,4 @@
-"""Avro binary encoding primitives for the direct writers in :mod:`provstream.wire`.
+"""Avro binary encoding primitives for the direct writers in :mod:`provstream.codec.records`.
 
 Avro spec, "Binary Encoding": int/long are zig-zag varints; string = long
 byte length + UTF-8; enum = int index; union = long branch index + value;

@@ -184,7 +184,7 @@ def encode_triples(msg: StepTriples) -> bytes:
 
 
 # -- direct StepTriples writer ----------------------------------------------
-# Avro binary encoding with provstream.avro_binary. Written for this canonical
+# Avro binary encoding with provstream.codec.binary. Written for this canonical
 # form of provstream.StepTriples; a schema change disables it (the fingerprint
 # differs) until it is updated, and tests/unit/test_wire_triples.py checks it
 # against fastavro byte for byte.

@@ -1,6 +1,6 @@
 """The Neo4j mapping without Neo4j: rows built from triples, and triples rebuilt from stored nodes.
 
-``_apply`` stands in for the constant Cypher of ``neo4j_cypher`` (MERGE by
+``_apply`` stands in for the constant Cypher of ``connectors/neo4j/cypher.py`` (MERGE by
 IRI, ``SET +=``, list unions, status never regressing) so the round trip
 ``triples -> rows -> stored nodes -> triples`` is checked without a server.
 """
