@@ -99,14 +99,15 @@ def event_from_avro(record: dict[str, Any]) -> ev.Event:
     )
 
 
-def encode_event(event: ev.Event) -> bytes:
-    """The single-object ``Event`` message; written directly (:mod:`provstream.event_writer`) when it can be."""
-    if event_writer.ENABLED:
-        try:
-            return event_writer.HEADER + event_writer.event_body(event)
-        except Exception:  # noqa: BLE001, S110 - the general path decides (encodes or raises EncodeError)
-            pass
+def _encode_event_fastavro(event: ev.Event) -> bytes:
     return codec.encode(codec.EVENT, _to_record(event_to_avro, event))
+
+
+def _encode_event_direct(event: ev.Event) -> bytes:
+    try:
+        return event_writer.HEADER + event_writer.event_body(event)
+    except Exception:  # noqa: BLE001 - the general path decides (encodes or raises EncodeError)
+        return _encode_event_fastavro(event)
 
 
 def decode_event(data: bytes) -> ev.Event:
@@ -166,21 +167,15 @@ def triples_from_avro(record: dict[str, Any]) -> StepTriples:
     )
 
 
-def encode_triples(msg: StepTriples) -> bytes:
-    """The single-object ``StepTriples`` message: byte for byte what fastavro writes, about 3x faster.
-
-    The body is written directly (:func:`_step_triples_body`) when the current
-    schema is the one that function was written for; any value it does not
-    take (a wrong type, an out-of-range number, an unencodable string) goes
-    through ``triples_to_avro`` and fastavro instead, which encodes it or raises
-    :class:`EncodeError` exactly as before.
-    """
-    if _DIRECT_TRIPLES:
-        try:
-            return _TRIPLES_HEADER + _step_triples_body(msg)
-        except Exception:  # noqa: BLE001, S110 - the general path decides (encodes or raises EncodeError)
-            pass
+def _encode_triples_fastavro(msg: StepTriples) -> bytes:
     return codec.encode(codec.STEP_TRIPLES, _to_record(triples_to_avro, msg))
+
+
+def _encode_triples_direct(msg: StepTriples) -> bytes:
+    try:
+        return _TRIPLES_HEADER + _step_triples_body(msg)
+    except Exception:  # noqa: BLE001 - the general path decides (encodes or raises EncodeError)
+        return _encode_triples_fastavro(msg)
 
 
 # -- direct StepTriples writer ----------------------------------------------
@@ -255,14 +250,17 @@ def _step_triples_body(msg: StepTriples) -> bytes:
 _STRINGS.update((s, _string(s)) for s in vocab.vocabulary())
 
 
-def decode_triples(data: bytes) -> StepTriples:
-    """A ``StepTriples`` message; read directly (:mod:`provstream.triples_reader`) when it can be."""
-    if _DIRECT_TRIPLES and type(data) is bytes and data.startswith(_TRIPLES_HEADER):
+def _decode_triples_fastavro(data: bytes) -> StepTriples:
+    return _guarded(triples_from_avro, codec.decode(codec.STEP_TRIPLES, data))
+
+
+def _decode_triples_direct(data: bytes) -> StepTriples:
+    if type(data) is bytes and data.startswith(_TRIPLES_HEADER):
         try:
             return triples_reader.read_step_triples(data, codec.HEADER_LEN)
-        except Exception:  # noqa: BLE001, S110 - fastavro decides (decodes or raises DecodeError)
+        except Exception:  # noqa: BLE001 - fastavro decides (decodes or raises DecodeError)
             pass
-    return _guarded(triples_from_avro, codec.decode(codec.STEP_TRIPLES, data))
+    return _decode_triples_fastavro(data)
 
 
 def _to_record(convert: Callable[[Any], dict[str, Any]], value: Any) -> dict[str, Any]:
@@ -282,3 +280,21 @@ def _guarded(convert: Callable[[dict[str, Any]], Any], record: dict[str, Any]) -
         raise
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"record does not fit the model: {exc}") from exc
+
+
+# -- the public functions: the fast path chosen once, at import ----------------
+# The direct writers/reader are written for one canonical form of their schema
+# each; when the current schema's fingerprint differs they are not chosen and
+# fastavro does the work (correct, slower) until they are updated. Values a
+# direct path does not take fall back to fastavro, which encodes them or raises.
+
+encode_event: Callable[[ev.Event], bytes] = _encode_event_direct if event_writer.ENABLED else _encode_event_fastavro
+"""The single-object ``Event`` message (:class:`EncodeError` on a value of the wrong shape)."""
+
+encode_triples: Callable[[StepTriples], bytes] = (
+    _encode_triples_direct if _DIRECT_TRIPLES else _encode_triples_fastavro)
+"""The single-object ``StepTriples`` message: byte for byte what fastavro writes."""
+
+decode_triples: Callable[[bytes], StepTriples] = (
+    _decode_triples_direct if _DIRECT_TRIPLES else _decode_triples_fastavro)
+"""A ``StepTriples`` message (:class:`DecodeError` on anything that is not one)."""

@@ -35,6 +35,7 @@ def test_the_direct_writer_is_on_for_the_current_schema() -> None:
     # A schema change turns it off (fingerprint mismatch); update event_writer and this fingerprint.
     assert codec.current_fingerprint(codec.EVENT).hex() == event_writer.DIRECT_EVENT_FINGERPRINT
     assert event_writer.ENABLED
+    assert wire.encode_event is wire._encode_event_direct
 
 
 texts = st.text() | st.sampled_from(["", "{}", "x" * 5000, "é🎸" * 1500])

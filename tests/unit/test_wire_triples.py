@@ -35,6 +35,7 @@ def test_the_direct_writer_is_on_for_the_current_schema() -> None:
     # A schema change turns it off (fingerprint mismatch); update _step_triples_body and this fingerprint.
     assert codec.current_fingerprint(codec.STEP_TRIPLES).hex() == wire.DIRECT_TRIPLES_FINGERPRINT
     assert wire._DIRECT_TRIPLES
+    assert wire.encode_triples is wire._encode_triples_direct and wire.decode_triples is wire._decode_triples_direct
 
 
 strings = st.text() | st.sampled_from(["", "http://www.w3.org/ns/prov#Entity", "x" * 5000, "é🎸" * 1500])
