@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
-import sys
 from collections.abc import Sequence
 
 from provstream.cli import commands
-from provstream.errors import ProvstreamError
-from provstream.settings import Settings
+from provstream.cli.guard import guarded
 
 
 def command_modules() -> list[str]:
@@ -33,14 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(func_args: argparse.Namespace) -> int:
-    """Run a parsed command; project errors become a one-line message and exit 1."""
-    try:
-        return int(func_args.func(func_args, Settings.from_env()) or 0)
-    except ProvstreamError as exc:
-        print("provstream: " + " ".join(str(exc).split()), file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    """Run a parsed command behind :func:`~provstream.cli.guard.guarded` (one line and exit 1 on an error)."""
+    return guarded("provstream", func_args.func, func_args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

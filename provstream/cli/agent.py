@@ -10,14 +10,13 @@ conclusion), 1 nothing could run (e.g. Kafka unreachable).
 from __future__ import annotations
 
 import argparse
-import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
 from provstream.agent.run import AgentRun, invoke
+from provstream.cli.guard import guarded
 from provstream.core.request import DEFAULT_MAX_STEPS, AgentRequest
-from provstream.errors import ProvstreamError
 from provstream.settings import Settings
 
 PREFIX = {"thought": "Thought: ", "action": "Action: ", "observation": "Observation: ", "answer": "Answer: "}
@@ -71,15 +70,10 @@ def banner(settings: Settings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        settings = Settings.from_env()
-        request = request_from(args, settings)
-        result = run(settings, request)
-    except ProvstreamError as exc:
-        print(f"tg-invoke-agent: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return guarded("tg-invoke-agent", invoke_command, build_parser().parse_args(argv))
+
+
+def invoke_command(args: argparse.Namespace, settings: Settings) -> int:
+    result = run(settings, request_from(args, settings))
     print(f"session: {result.uri}" if result.uri else "session: (not recorded: empty --session-id)")
     return 0 if result.outcome.answered else 2

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from provstream.cli.guard import guarded
 from provstream.connectors.neo4j.reader import TraceReader
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.errors import ProvstreamError, TraceNotFound
@@ -23,16 +24,9 @@ from provstream.read.model import Trace
 from provstream.read.render_text import render_trace
 from provstream.settings import Settings
 
-Command = Callable[[argparse.Namespace, Settings], int]
-
 
 def terminal_width() -> int:
     return shutil.get_terminal_size((100, 24)).columns
-
-
-def one_line(text: str) -> str:
-    """Driver messages may span lines; errors are reported on one."""
-    return " ".join(text.split())
 
 
 def add_scope(parser: argparse.ArgumentParser) -> None:
@@ -42,16 +36,6 @@ def add_scope(parser: argparse.ArgumentParser) -> None:
 
 def scope(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
     return args.user or settings.user, args.collection or settings.collection
-
-
-def _run(prog: str, command: Command, args: argparse.Namespace) -> int:
-    try:
-        return command(args, Settings.from_env())
-    except ProvstreamError as exc:
-        print(f"{prog}: {one_line(str(exc))}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
 
 
 # -- list ---------------------------------------------------------------------
@@ -81,7 +65,7 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def list_main(argv: Sequence[str] | None = None) -> int:
-    return _run("tg-list-explain-traces", list_command, list_parser().parse_args(argv))
+    return guarded("tg-list-explain-traces", list_command, list_parser().parse_args(argv))
 
 
 # -- show ---------------------------------------------------------------------
@@ -130,4 +114,4 @@ def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> 
 
 
 def show_main(argv: Sequence[str] | None = None) -> int:
-    return _run("tg-show-explain-trace", show_command, show_parser().parse_args(argv))
+    return guarded("tg-show-explain-trace", show_command, show_parser().parse_args(argv))
