@@ -1,54 +1,40 @@
 """Two fixes for faust-streaming 0.15.3 (aiokafka 0.14) that could skip events after a restart.
 
-**Fetching for partitions Faust does not want** (:func:`_fetch_records`).
-Faust's fetcher hands its *live* set of active partitions to the consumer
-thread, which waits up to a second in aiokafka's ``fetched_records``; aiokafka
-reads an *empty* set as "every partition". When a restarted worker finished
-reading its table's changelog, Faust paused the changelog partitions before
-it resumed the events partitions, so for a moment the set was empty: the
-waiting fetch drained the events partitions' records, Faust's ``getmany``
-dropped them because they were not active, and aiokafka's position had
-already moved past them. The worker then sat idle with every event after
-its committed offsets unread (seen in about 1 of 3 SIGKILL-and-restart runs
-of tests/integration/test_worker.py, with nothing logged). The replacement
-fetches nothing for an empty set and, for records of partitions no longer
-active when the fetch returns, seeks aiokafka back to the first of them in
-the consumer thread, before anything else can run there, so they are read
-again once the partition is resumed; a seek Faust issued in between
-(recovery seeks to the committed offsets) is never overtaken, because the
-drained records started at the position that seek had set.
+Pinned and fenced: :mod:`.faust_fence` refuses other versions and
+fingerprints every function replaced here. Incident history: CHANGELOG.md.
 
-**Resuming before seeking** (:func:`on_recovery_completed`).
+**Fetching for partitions Faust does not want** (replaces
+``AIOKafkaConsumerThread._fetch_records``). Upstream: Faust hands its *live*
+set of active partitions to the consumer thread, and aiokafka reads an *empty*
+set as "every partition". When a restarted worker finishes reading its
+table's changelog, Faust pauses the changelog partitions before it resumes
+the events partitions, so for a moment the set is empty: a waiting fetch
+drains the events partitions, Faust's ``getmany`` drops those records as not
+active, and aiokafka's position has already moved past them, so they are
+never read. Here: nothing is fetched for an empty set, and for records of
+partitions no longer active when the fetch returns, aiokafka is sought back
+to the first of them in the consumer thread (before anything else runs
+there), so they are read again once the partition resumes; a seek Faust
+issued in between is never overtaken. Shown by
+``tests/unit/test_faust_fixes.py::test_an_empty_active_set_fetches_nothing_rather_than_everything``
+and ``…::test_records_of_a_partition_paused_while_the_fetch_waited_are_fetched_again``.
 
-After a rebalance, Faust's table recovery ends in ``Recovery.on_recovery_completed``
-(or ``Recovery._resume_streams`` when there was nothing to restore), which did:
-
-1. resume the stream partitions (the events topic) in the consumer;
-2. ``await consumer.perform_seek()``: seek them to the committed offsets and
-   set the fetcher's read offsets to those;
-3. ``app.flow_control.resume()``, which *clears* every agent's queue.
-
-The fetcher runs during recovery (it reads the changelog), so between 1 and 2
-it fetched events at the consumer's position and put them in the agent's
-queue; the agent folded some of them, step 3 dropped the rest, and the
-fetcher's read offset, advanced past them, made it discard their refetch
-after the seek ("DROPPED MESSAGE ROFF"). A single dropped event was then
-committed over (Faust treats a one-offset hole above the committed offset as
-done), several stalled the commits for good. The fault suite showed both:
-2 of 11 SIGKILL-the-worker runs, each time right after the restarted worker
-recovered its table (tests/faults, worker logs with ``DEVLOG=1``).
-
-The fix keeps Faust's steps and changes their order: seek while the stream
-partitions are still paused, clear the queues, and only then resume the
-partitions and the flow, with no ``await`` in between, so nothing can be
-fetched into a queue that is about to be cleared or past a read offset that
-is about to be reset. Same order as upstream's fix for the table-less path
-(faust-streaming PR #217); applied to both methods. With it no fault run
-dropped a refetch any more, but 2 of 14 still lost a whole block of events
-fetched right after the restarted worker's recovery (325 and 786 events),
-(the fetch described above); :class:`provstream.streams.app.OffsetGuard`
-still checks every batch for a hole and ends the worker before Faust could
-commit over one.
+**Seeking before resuming** (replaces ``Recovery.on_recovery_completed`` and
+``Recovery._resume_streams``). Upstream, recovery ends by (1) resuming the
+stream partitions, (2) ``await consumer.perform_seek()`` to the committed
+offsets, (3) ``app.flow_control.resume()``, which clears every agent's queue.
+Between 1 and 2 the fetcher queues events from the old position; the agent
+folds some, step 3 drops the rest, and the fetcher's read offset, advanced
+past them, makes it discard their refetch after the seek ("DROPPED MESSAGE
+ROFF"): a dropped event is committed over, several stall commits for good.
+Here the same steps run in another order, with no ``await`` between the last
+three: seek while the stream partitions are still paused, clear the queues,
+then resume the partitions and the flow (the order of upstream's fix for the
+table-less path, faust-streaming PR #217). Shown by
+``…::test_streams_resume_only_after_the_seek_and_the_queue_clear``.
+:class:`provstream.streams.app.OffsetGuard` still checks every batch for a
+hole and ends the worker before Faust could commit over one
+(``…::test_the_guard_names_a_hole_after_the_last_event_or_the_committed_offset``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Folding a batch in a helper process, so it overlaps Faust's per-message work.
 
-The worker is CPU-bound in one Python process: about 40 % of its time is the
-fold (decode, fold, encode), the rest Faust's and aiokafka's per-message work
-(fetching, delivering to the stream, acks, producing). With a
+The worker is CPU-bound in one Python process: part of its time is the fold
+(decode, fold, encode), the rest Faust's and aiokafka's per-message work
+(fetching, delivering to the stream, acks, producing; profile in BENCHMARKS.md). With a
 :class:`FoldProcess` the worker hands a batch's raw messages and the states
 of the sessions they name to one helper process and awaits the result; while
 it waits, the event loop goes on fetching and delivering the next batch, so

@@ -1,4 +1,4 @@
-"""The direct ``StepTriples`` reader: what fastavro + ``triples_from_avro`` return, about 1.8x faster.
+"""The direct ``StepTriples`` reader: what fastavro + ``triples_from_avro`` return, faster.
 
 The sink decodes every triples message, so this is on its hot path. It reads
 the body written for one canonical form of ``provstream.StepTriples`` (the
