@@ -69,6 +69,7 @@ def agent_events(
 
 def docrag_events(session_id: str, query: str, chunks: Sequence[str], content: str, *, start: datetime,
                   user: str = "trustgraph", collection: str = "default") -> list[ev.Event]:
+    """The events of a Document RAG session: question, exploration (``chunks``), synthesis (``content``)."""
     payloads: list[ev.Payload] = [ev.DocRagQuestion(query), ev.DocRagExploration(len(chunks), tuple(chunks)),
                                   ev.DocRagSynthesis(content)]
     return [_event(session_id, Mechanism.DOCRAG, seq, start, p, user, collection) for seq, p in enumerate(payloads)]
@@ -76,6 +77,7 @@ def docrag_events(session_id: str, query: str, chunks: Sequence[str], content: s
 
 def graphrag_events(session_id: str, query: str, edge_count: int, edges: Sequence[ev.SelectedEdge], content: str,
                     *, start: datetime, user: str = "trustgraph", collection: str = "default") -> list[ev.Event]:
+    """The events of a GraphRAG session: question, exploration (``edge_count``), focus (``edges``), synthesis."""
     payloads: list[ev.Payload] = [ev.GraphRagQuestion(query), ev.GraphRagExploration(edge_count),
                                   ev.GraphRagFocus(tuple(edges)), ev.GraphRagSynthesis(content)]
     return [_event(session_id, Mechanism.GRAPHRAG, seq, start, p, user, collection)
@@ -93,6 +95,7 @@ def fold_all(events: Iterable[ev.Event]) -> list[StepTriples]:
 
 
 def triples_of(messages: Iterable[StepTriples]) -> set[Triple]:
+    """Every triple of ``messages``, as a set (the graph they describe, order and duplicates ignored)."""
     return {t for m in messages for t in m.triples}
 
 

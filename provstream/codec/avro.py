@@ -63,6 +63,7 @@ def _registry() -> tuple[dict[str, _Schema], dict[bytes, _Schema]]:
 
 
 def current_fingerprint(name: str) -> bytes:
+    """The 8-byte CRC-64-AVRO fingerprint of the current schema ``name`` (as written in message headers)."""
     return _registry()[0][name].fingerprint
 
 

@@ -57,6 +57,7 @@ def _payload_to_avro(payload: ev.Payload) -> tuple[str, dict[str, Any]]:
 
 
 def event_to_avro(event: ev.Event) -> dict[str, Any]:
+    """The Avro record (a dict fastavro writes) of ``event``."""
     if event.event_time.tzinfo is None:
         raise EncodeError("event_time must be timezone-aware")
     return {
@@ -87,6 +88,7 @@ def _payload_from_avro(value: Any) -> ev.Payload:
 
 
 def event_from_avro(record: dict[str, Any]) -> ev.Event:
+    """The :class:`Event` of an Avro record read by fastavro (the inverse of :func:`event_to_avro`)."""
     return ev.Event(
         event_id=record["event_id"],
         session_id=record["session_id"],
@@ -111,6 +113,11 @@ def _encode_event_direct(event: ev.Event) -> bytes:
 
 
 def decode_event(data: bytes) -> ev.Event:
+    """The :class:`Event` of a single-object message (:class:`DecodeError` on anything else).
+
+    :param data: a message of the events topic, written with any known version of the schema.
+    :returns: the event, with the current schema's defaults for fields an older writer lacked.
+    """
     return _guarded(event_from_avro, codec.decode(codec.EVENT, data))
 
 
@@ -143,6 +150,7 @@ def _term_from_avro(record: dict[str, Any]) -> Term:
 
 
 def triples_to_avro(msg: StepTriples) -> dict[str, Any]:
+    """The Avro record (a dict fastavro writes) of a triples message."""
     status = msg.status
     return {
         "event_id": msg.event_id, "session_id": msg.session_id, "mechanism": msg.mechanism.value,
@@ -155,6 +163,7 @@ def triples_to_avro(msg: StepTriples) -> dict[str, Any]:
 
 
 def triples_from_avro(record: dict[str, Any]) -> StepTriples:
+    """The :class:`StepTriples` of an Avro record read by fastavro."""
     st = record["status"]
     return StepTriples(
         event_id=record["event_id"], session_id=record["session_id"],

@@ -50,20 +50,46 @@ class FoldState:
     iterations: int | None = None
 
     def event_for(self, key: str) -> str | None:
+        """The id of the event already folded for step ``key``, if any (duplicates are recognised by it)."""
         return dict(self.steps).get(key)
 
     def to_dict(self) -> dict[str, Any]:
+        """The plain form stored in the worker's table (JSON-friendly); :meth:`from_dict` reverses it."""
         return {"mechanism": self.mechanism.value, "user": self.user, "collection": self.collection,
                 "steps": [list(s) for s in self.steps], "iterations": self.iterations}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FoldState:
+        """The state :meth:`to_dict` stored."""
         return cls(v.Mechanism(data["mechanism"]), data["user"], data["collection"],
                    tuple((str(k), str(e)) for k, e in data["steps"]), data["iterations"])
 
 
 def fold(state: FoldState | None, event: ev.Event) -> tuple[FoldState, StepTriples]:
-    """Fold one event into the session state; return the new state and the step's triples."""
+    """Fold one event into the session state; return the new state and the step's triples.
+
+    Pure: no I/O, no clock, no random ids; the same events give the same
+    triples. A redelivered event (same event id) gives the same triples again
+    and leaves the state as it was.
+
+    :param state: the session's state so far, ``None`` for its first event.
+    :param event: the next event of that session, in any order.
+    :returns: ``(new state, StepTriples)`` — the step's triples in ``urn:graph:retrieval``
+        with the session's scope and completeness status.
+    :raises InvalidEvent: the event breaks the contract (bad payload, another
+        session's scope, a different event for a step already recorded);
+        the worker sends it to the dead-letter topic with this reason.
+
+    Example::
+
+        >>> from datetime import UTC, datetime
+        >>> from provstream.core import events as ev
+        >>> e = ev.Event("e0", "s1", v.Mechanism.AGENT, 0, datetime(2025, 1, 1, tzinfo=UTC),
+        ...              ev.AgentQuestion("What is the capital of France?"), "trustgraph", "default")
+        >>> state, step = fold(None, e)
+        >>> step.question
+        'urn:trustgraph:agent:s1'
+    """
     _validate(event)
     state = _check_scope(state, event)
     key = step_key(event.payload)

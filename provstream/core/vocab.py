@@ -81,10 +81,12 @@ class Mechanism(StrEnum):
 
     @property
     def question_type(self) -> str:
+        """The ``tg:`` subtype of the Question (``tg:AgentQuestion`` …)."""
         return _QUESTION_TYPES[self]
 
     @property
     def label(self) -> str:
+        """The name users read in listings: ``Agent``, ``GraphRAG`` or ``DocRAG``."""
         return _LABELS[self]
 
 
@@ -109,32 +111,59 @@ def valid_session_id(session_id: str) -> bool:
 
 
 def question_iri(mechanism: Mechanism, session_id: str) -> str:
+    """The Question's IRI: ``urn:trustgraph:{agent|question|docrag}:{session}``.
+
+    >>> question_iri(Mechanism.AGENT, "s1")
+    'urn:trustgraph:agent:s1'
+    """
     return _QUESTION_PREFIX[mechanism] + session_id
 
 
 def analysis_iri(session_id: str, iteration: int) -> str:
+    """Analysis ``iteration`` (1, 2, …) of an agent session.
+
+    >>> analysis_iri("s1", 2)
+    'urn:trustgraph:agent:s1/i2'
+    """
     return f"{question_iri(Mechanism.AGENT, session_id)}/i{iteration}"
 
 
 def conclusion_iri(session_id: str) -> str:
+    """The agent session's Conclusion: ``urn:trustgraph:agent:{session}/final``."""
     return question_iri(Mechanism.AGENT, session_id) + "/final"
 
 
 def exploration_iri(mechanism: Mechanism, session_id: str) -> str:
+    """The Exploration of a RAG session (DocRAG under the question IRI, GraphRAG under ``urn:trustgraph:prov:``).
+
+    >>> exploration_iri(Mechanism.DOCRAG, "s1")
+    'urn:trustgraph:docrag:s1/exploration'
+    """
     if mechanism is Mechanism.DOCRAG:
         return question_iri(mechanism, session_id) + "/exploration"
     return "urn:trustgraph:prov:exploration:" + session_id
 
 
 def focus_iri(session_id: str) -> str:
+    """The GraphRAG Focus: ``urn:trustgraph:prov:focus:{session}``."""
     return "urn:trustgraph:prov:focus:" + session_id
 
 
 def edge_iri(session_id: str, index: int) -> str:
+    """Selected edge ``index`` (0, 1, …) of a GraphRAG Focus.
+
+    >>> edge_iri("s1", 0)
+    'urn:trustgraph:prov:edge:s1:0'
+    """
     return f"urn:trustgraph:prov:edge:{session_id}:{index}"
 
 
 def synthesis_iri(mechanism: Mechanism, session_id: str) -> str:
+    """The Synthesis (final RAG answer) of a session.
+
+    >>> synthesis_iri(Mechanism.GRAPHRAG, "s1")
+    'urn:trustgraph:prov:synthesis:s1'
+    """
     if mechanism is Mechanism.DOCRAG:
         return question_iri(mechanism, session_id) + "/synthesis"
     return "urn:trustgraph:prov:synthesis:" + session_id
