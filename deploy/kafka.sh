@@ -276,12 +276,14 @@ cds_finish() { # $1 = 1 when the broker exited cleanly: keep the archive it wrot
 format_storage() { # once: KRaft needs a formatted log dir (meta.properties)
     [ -f "$DATA/meta.properties" ] && return 0
     local cid
-    if [ -s "$CONF/cluster.id" ]; then
-        cid=$(cat "$CONF/cluster.id")
-    else # 16 random bytes, URL-safe base64 without padding (a Kafka Uuid)
+    [ -s "$CONF/cluster.id" ] && cid=$(cat "$CONF/cluster.id")
+    # 16 random bytes, URL-safe base64 without padding (a Kafka Uuid). Like
+    # Kafka's own Uuid.randomUuid, never one starting with '-': the storage
+    # tool would read it as an option (1 start in 64 failed that way).
+    while [ -z "${cid:-}" ] || [ "${cid:0:1}" = - ]; do
         cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
         echo "$cid" >"$CONF/cluster.id"
-    fi
+    done
     local -a common
     mapfile -t common < <(jvm_common)
     # Static quorum (controller.quorum.voters): no --standalone.
