@@ -117,7 +117,8 @@ class RunRecorder:
         with self._lock:
             if self._pending is not None:
                 text, self._pending = self._pending, None
-                self._thought_only(text)
+                if text:  # an empty turn says nothing
+                    self._thought_only(text)
 
     def model_turn(self, *, text: str, tool_calls: int, reasoning: str = "") -> None:
         """A model call returned ``text`` (and ``reasoning``) asking for ``tool_calls`` tools.
