@@ -8,7 +8,9 @@ live tail shows the flow:
 2. DocRAG sessions that really retrieve: the bundled HotpotQA questions the
    corpus can answer, each searched in the corpus and answered extractively;
 3. GraphRAG sessions over the bundled knowledge graph;
-4. one ``tg-invoke-agent`` run (LLM if configured, else the heuristic planner)
+4. with the ``provstream[langchain]`` extra, one LangChain agent recorded by
+   its callback handler (``provstream.demo_frameworks``);
+5. one ``tg-invoke-agent`` run (LLM if configured, else the heuristic planner)
    whose search call is a linked DocRAG sub-trace.
 
 It returns every session URI it recorded (sub-traces included), in order.
@@ -31,6 +33,7 @@ from provstream.agent.graphrag import run_graphrag
 from provstream.agent.run import Sessions, invoke
 from provstream.agent.search import default_index
 from provstream.data import DATA_DIR
+from provstream.demo_frameworks import langchain_run
 from provstream.errors import InvalidInput, StoreError, WaitTimeout
 from provstream.request import AgentRequest
 from provstream.settings import Settings
@@ -150,6 +153,7 @@ def run_demo(emitter: DemoSessions, settings: Settings, *, data_dir: Path = DEFA
         *stream_trajectories(emitter, path, pause, out),
         *docrag_sessions(emitter, pause, out),
         *graphrag_sessions(emitter, pause, out),
+        *langchain_run(emitter, settings, pause, out),  # with the provstream[langchain] extra only
         *agent_run(emitter, settings, pause, out),
     ]
 

@@ -162,3 +162,14 @@ def test_the_agents_processor_never_raises_into_the_run(caplog: pytest.LogCaptur
     assert result.final_output == "done"
     assert processor.failures >= 3
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+
+
+def test_the_demo_goes_on_without_the_langchain_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provstream import demo_frameworks
+
+    monkeypatch.setattr(demo_frameworks, "available", lambda: False)
+    lines: list[str] = []
+    transport = MemoryTransport()
+    assert demo_frameworks.langchain_run(Emitter(SETTINGS, transport=transport), SETTINGS, lambda: None,
+                                         lines.append) == []
+    assert transport.sent == [] and lines[0].startswith("[langchain] skipped: pip install 'provstream[langchain]'")
