@@ -21,12 +21,33 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from provstream.connectors.emitter import AgentSession, DocRagSession, GraphRagSession, NullSession
 
 _JSON_SAFE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+K = TypeVar("K")
+V = TypeVar("V")
+RECENT = 1024  # how many run -> session entries an adapter keeps for its caller
+
+
+class Recent(OrderedDict[K, V]):
+    """A dict that keeps only its ``limit`` most recent entries (a long-lived adapter must not grow for ever).
+
+    >>> r = Recent(limit=2); r["a"] = 1; r["b"] = 2; r["c"] = 3; list(r)
+    ['b', 'c']
+    """
+
+    def __init__(self, limit: int = RECENT) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        while len(self) > self.limit:
+            self.popitem(last=False)
 
 
 def json_arguments(value: Any) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import wraps
@@ -50,7 +51,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from provstream.connectors._recording import Guard, RunRecorder, error_text, json_arguments
+from provstream.connectors._recording import RECENT, Guard, Recent, RunRecorder, error_text, json_arguments
 from provstream.connectors.emitter import DocRagSession, Emitter, NullSession
 
 __all__ = ["ProvenanceCallbackHandler"]
@@ -96,8 +97,8 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
         collection: the sessions' collection (default: the emitter's settings).
 
     Attributes:
-        sessions: root run id -> session URI, for every agent run recorded (nested ones too).
-        links: ``(Analysis IRI of a tool step, URI of the agent session run inside that tool)`` pairs.
+        sessions: root run id -> session URI of the agent runs recorded (nested ones too; the last 1,024).
+        links: ``(Analysis IRI of a tool step, URI of the agent session run inside that tool)`` pairs (the last 1,024).
         last_session: the URI of the most recent outermost run.
 
     Example::
@@ -115,8 +116,8 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
         self.emitter = emitter
         self.user = user
         self.collection = collection
-        self.sessions: dict[UUID, str] = {}
-        self.links: list[tuple[str, str]] = []
+        self.sessions: Recent[UUID, str] = Recent()
+        self.links: deque[tuple[str, str]] = deque(maxlen=RECENT)
         self.last_session = ""
         self._runs: dict[UUID, _Run] = {}
         self._lock = threading.Lock()

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import wraps
@@ -48,7 +49,7 @@ from typing import Any, TypeVar, cast
 
 from agents.tracing import TracingProcessor
 
-from provstream.connectors._recording import Guard, RunRecorder, error_text, json_arguments
+from provstream.connectors._recording import RECENT, Guard, Recent, RunRecorder, error_text, json_arguments
 from provstream.connectors.emitter import Emitter
 
 __all__ = ["ProvenanceProcessor"]
@@ -106,8 +107,8 @@ class ProvenanceProcessor(TracingProcessor):
         collection: the sessions' collection (default: the emitter's settings).
 
     Attributes:
-        sessions: trace id (or ``trace id/span id`` of an agent used as a tool) -> session URI.
-        links: ``(Analysis IRI of a tool step, URI of the agent session the tool ran)`` pairs.
+        sessions: trace id (or ``trace id/span id`` of an agent used as a tool) -> session URI (the last 1,024).
+        links: ``(Analysis IRI of a tool step, URI of the agent session the tool ran)`` pairs (the last 1,024).
         last_session: the URI of the most recently opened trace session.
 
     Example::
@@ -122,8 +123,8 @@ class ProvenanceProcessor(TracingProcessor):
         self.emitter = emitter
         self.user = user
         self.collection = collection
-        self.sessions: dict[str, str] = {}
-        self.links: list[tuple[str, str]] = []
+        self.sessions: Recent[str, str] = Recent()
+        self.links: deque[tuple[str, str]] = deque(maxlen=RECENT)
         self.last_session = ""
         self._traces: dict[str, _Trace] = {}
         self._lock = threading.Lock()
