@@ -8,7 +8,9 @@ live tail shows the flow:
 2. DocRAG sessions that really retrieve: the bundled HotpotQA questions the
    corpus can answer, each searched in the corpus and answered extractively;
 3. GraphRAG sessions over the bundled knowledge graph;
-4. one ``tg-invoke-agent`` run (LLM if configured, else the heuristic planner)
+4. with the ``provstream[langchain]`` extra, one LangChain agent recorded by
+   its callback handler (``provstream.agent.demo_frameworks``);
+5. one ``tg-invoke-agent`` run (LLM if configured, else the heuristic planner)
    whose search call is a linked DocRAG sub-trace.
 
 It returns every session URI it recorded (sub-traces included), in order.
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final, LiteralString, Protocol
 
 from provstream.agent.corpus import load_demo_questions, load_graph
+from provstream.agent.demo_frameworks import langchain_run
 from provstream.agent.docrag import run_docrag
 from provstream.agent.graphrag import run_graphrag
 from provstream.agent.run import Sessions, invoke
@@ -136,6 +139,7 @@ def run_demo(emitter: DemoSessions, settings: Settings, *, data_dir: Path = DEFA
         *stream_trajectories(emitter, path, pause, out),
         *docrag_sessions(emitter, pause, out),
         *graphrag_sessions(emitter, pause, out),
+        *langchain_run(emitter, settings, pause, out),  # with the provstream[langchain] extra only
         *agent_run(emitter, settings, pause, out),
     ]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from provstream.agent.demo import Paced, run_demo, wait_for_sessions
+from provstream.agent.demo_frameworks import available
 from provstream.codec.records import decode_event
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
@@ -33,7 +34,7 @@ def test_demo_emits_complete_sessions_of_every_kind() -> None:
     assert set(final.values()) == {SessionState.CONCLUDED}
     assert {(e.user, e.collection) for e in events} == {("demo-user", "demo")}
     by_kind = {m: [u for u in uris if u.startswith(question_iri(m, ""))] for m in Mechanism}
-    assert len(by_kind[Mechanism.AGENT]) == 12 + 1
+    assert len(by_kind[Mechanism.AGENT]) == 12 + 1 + (1 if available() else 0)  # + the LangChain agent
     assert len(by_kind[Mechanism.DOCRAG]) == 10 + 1
     assert len(by_kind[Mechanism.GRAPHRAG]) == 3
     linked = [e.payload.subtrace for e in events if isinstance(e.payload, ev.AgentIteration) and e.payload.subtrace]

@@ -1,4 +1,4 @@
-"""``provstream demo``: stream the bundled demo sessions live (see :mod:`provstream.demo`).
+"""``provstream demo``: stream the bundled demo sessions live (see :mod:`provstream.agent.demo`).
 
 Emits the 12 ReAct trajectories, the DocRAG and GraphRAG sessions and one
 agent run, printing a progress line per session. With ``--wait`` it then waits
