@@ -18,13 +18,11 @@ from kafka.structs import TopicPartition
 from rdflib.compare import isomorphic
 from sink_support import (
     env_for,
-    fold_all,
     interleave,
     produce_events,
     produce_triples,
     sessions,
     sink_process,
-    triples_of,
     wait_until,
 )
 
@@ -35,6 +33,7 @@ from provstream.core import events as ev
 from provstream.core.triples import Triple
 from provstream.read.rdf import to_graph
 from provstream.settings import Settings
+from provstream.testing import fold_all, triples_of
 
 pytestmark = pytest.mark.integration
 

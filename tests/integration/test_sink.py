@@ -15,14 +15,12 @@ from rdflib.compare import isomorphic
 from sink_support import (
     committed_total,
     cypher,
-    fold_all,
     interleave,
     produce,
     produce_triples,
     read_topic,
     sessions,
     sink_process,
-    triples_of,
     wait_until,
 )
 
@@ -33,6 +31,7 @@ from provstream.core.triples import Iri, QuotedTriple, StepTriples, Triple
 from provstream.errors import TraceNotFound
 from provstream.read.rdf import to_graph
 from provstream.settings import Settings
+from provstream.testing import fold_all, triples_of
 
 pytestmark = pytest.mark.integration
 
