@@ -48,6 +48,7 @@ class Settings:
     sink_batch_ms: int = 100
     emit_buffer: int = 100_000
     emit_block_ms: int = 10_000
+    emit_close_ms: int = 15_000  # the longest close() (and the flush at interpreter exit) waits for Kafka
     max_message_bytes: int = 1_000_000
     llm_url: str = ""
     llm_model: str = ""
