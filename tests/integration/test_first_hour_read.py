@@ -75,3 +75,20 @@ def test_list_and_show_render_control_characters_visibly(hostile: tuple[Settings
                    "--format", "nquads")
     assert exported.returncode == 0, exported.stderr
     assert_inert(exported.stdout)
+
+
+def test_a_step_iri_shows_its_trace_with_the_step_marked(hostile: tuple[Settings, str]) -> None:
+    settings, session = hostile
+    question = v.question_iri(v.Mechanism.AGENT, session)
+    shown = run(settings, "tg-show-explain-trace", v.analysis_iri(session, 2))
+    assert shown.returncode == 0, shown.stderr
+    assert f"Agent trace  {question}" in shown.stdout
+    assert "(not recorded)" not in shown.stdout and "unknown" not in shown.stdout
+    assert "Step i2  ◀ the step you asked for" in shown.stdout
+    assert "Step i1\n" in shown.stdout
+    final = run(settings, "tg-show-explain-trace", v.conclusion_iri(session))
+    assert final.returncode == 0 and "Conclusion  ◀ the step you asked for" in final.stdout
+    bogus = run(settings, "tg-show-explain-trace", "urn:example:not-a-trace")
+    assert bogus.returncode == 1
+    assert bogus.stderr.startswith("tg-show-explain-trace: 'urn:example:not-a-trace' is not a trace or step IRI")
+    assert len(bogus.stderr.splitlines()) == 1
