@@ -90,7 +90,7 @@ def visible(text: str) -> str:
 
 
 class VisibleWriter:
-    """A text stream that writes :func:`visible` text to the stream it wraps (every other attribute is the wrapped one's).
+    """A text stream writing :func:`visible` text to the one it wraps (other attributes are the wrapped one's).
 
     :param stream: the stream to wrap, e.g. ``sys.stdout``.
     """
