@@ -4,7 +4,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up down status test unit demo bench faults lint clean-stack
+.PHONY: up down status test unit demo bench faults lint clean-stack stack-tests
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	bash scripts/bootstrap
@@ -41,3 +41,6 @@ lint: $(STAMP)
 
 clean-stack: down
 	rm -rf .stack
+
+stack-tests: $(STAMP)
+	$(BIN)/pytest -q -m privatestack tests/stack

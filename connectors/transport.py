@@ -10,7 +10,9 @@ tests and dry runs.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -24,6 +26,8 @@ from provstream.topics import PartitionMemo
 
 # Extra time flush(None) allows past the producer's own delivery timeout.
 _FLUSH_MARGIN_S = 5.0
+# The longest close() waits for the sender thread after its flush.
+_STOP_JOIN_S = 5.0
 _RECONNECT_BACKOFF_S = 1.0
 # The sender settles acknowledged steps every _REAP_EVERY sends, or after
 # _REAP_S without a new step while some are in flight.
@@ -136,8 +140,12 @@ class KafkaTransport:
       from the next ``send()`` (before that step is buffered) or from
       :meth:`flush` / :meth:`close`; none is dropped silently.
     * ``flush()`` waits until everything buffered is acknowledged;
-      ``close()`` flushes, then stops the producer. Steps still undelivered
-      at close are reported as :class:`DeliveryFailed`.
+      ``close()`` flushes for at most ``settings.emit_close_ms``, then stops
+      the producer. Steps still undelivered at close are reported as
+      :class:`DeliveryFailed`, naming the bootstrap address and the cause.
+    * A transport still open when the interpreter exits is closed then (same
+      bound), so a script that never calls ``close()`` loses nothing that
+      Kafka could take; what could not be delivered is reported on stderr.
     """
 
     def __init__(self, settings: Settings, *, topic: str | None = None,
@@ -146,6 +154,7 @@ class KafkaTransport:
         self._config = {**producer_config(settings), **(config or {})}
         self._limit = max(1, settings.emit_buffer)
         self._block_s = settings.emit_block_ms / 1000
+        self._close_s = max(0, settings.emit_close_ms) / 1000
         self._cond = threading.Condition(threading.Lock())
         self._pending = 0
         self._failures: list[Failure] = []
@@ -179,6 +188,7 @@ class KafkaTransport:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="provstream-emitter", daemon=True)
                 self._thread.start()
+                _OPEN.add(self)
 
     def wait_connected(self, timeout: float) -> None:
         """Block until the producer has bootstrapped; :class:`EmitError` naming the broker if not in time."""
@@ -197,15 +207,21 @@ class KafkaTransport:
             pending = self._pending
         self._raise_failures()
         if not done:
-            why = f" (Kafka at {self._config['bootstrap_servers']} unreachable: {self._connect_error})" \
-                if not self._connected.is_set() else ""
-            raise EmitTimeout(f"{pending} step(s) still not acknowledged after {timeout:.1f}s{why}")
+            raise EmitTimeout(f"{pending} step(s) still not acknowledged after {timeout:.1f}s: {self._cause()}")
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, then stop the sender thread and the producer; raise what was not delivered."""
+        """Flush, then stop the sender thread and the producer; raise what was not delivered.
+
+        :param timeout: the longest wait for Kafka to acknowledge what is
+            buffered, in seconds; default ``settings.emit_close_ms``.
+        :raises DeliveryFailed: steps not delivered, with the bootstrap address and the cause.
+        """
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
+        if timeout is None:
+            timeout = self._close_s
         first: EmitError | None = None
         try:
             if self._thread is not None:
@@ -220,7 +236,10 @@ class KafkaTransport:
         except DeliveryFailed as exc:
             first = first or exc
         if first is None and self._pending:
-            first = DeliveryFailed(f"{self._pending} step(s) were still buffered when the Kafka transport closed")
+            first = DeliveryFailed(
+                f"{self._pending} step(s) not delivered to topic {self.topic!r} within {timeout:.1f}s "
+                f"(PROVSTREAM_EMIT_CLOSE_MS): {self._cause()}"
+            )
         if first is not None:
             raise first
 
@@ -228,15 +247,21 @@ class KafkaTransport:
         self._closing.set()
         self._queue.put(_CLOSE)
         if self._thread is not None:
-            self._thread.join(timeout=self._block_s + _FLUSH_MARGIN_S)
+            self._thread.join(timeout=min(self._block_s + _FLUSH_MARGIN_S, _STOP_JOIN_S))
 
     def _has_room(self) -> bool:
         return self._pending < self._limit
 
+    def _cause(self) -> str:
+        """Why steps are not acknowledged: Kafka unreachable (with the error) or slow; names the setting."""
+        addr = self._config["bootstrap_servers"]
+        if not self._connected.is_set():
+            detail = self._connect_error or f"no answer within {self._block_s:.1f}s"
+            return f"Kafka at {addr} unreachable ({detail}); check PROVSTREAM_KAFKA_BOOTSTRAP"
+        return f"Kafka at {addr} is not keeping up"
+
     def _full_message(self) -> str:
-        why = f"Kafka at {self._config['bootstrap_servers']} unreachable: {self._connect_error}" \
-            if not self._connected.is_set() else "Kafka is not keeping up"
-        return f"emit buffer full ({self._limit} steps) for {self._block_s:.1f}s: {why}"
+        return f"emit buffer full ({self._limit} steps) for {self._block_s:.1f}s: {self._cause()}"
 
     def _raise_failures(self) -> None:
         with self._cond:
@@ -273,6 +298,10 @@ class KafkaTransport:
                 continue
             self._connected.set()
             self._attempted.set()
+            # kafka-python registered its own atexit close just now; ours must run
+            # first (atexit is last-in first-out) so the steps still queued here reach it.
+            atexit.unregister(_close_at_exit)
+            atexit.register(_close_at_exit)
             return producer
         return None
 
@@ -330,7 +359,22 @@ class KafkaTransport:
             except Empty:
                 return
             if item is not _CLOSE:
-                self._failed(item[0], EmitError("transport closed before the step was sent"))
+                self._failed(item[0], EmitError(f"closed before the step was sent: {self._cause()}"))
+
+
+_OPEN: set[KafkaTransport] = set()  # started and not closed: closed at interpreter exit
+
+
+def _close_at_exit() -> None:
+    """Close every transport the program left open; report on stderr what could not be delivered."""
+    for transport in list(_OPEN):
+        try:
+            transport.close()
+        except EmitError as exc:
+            print(f"provstream: at exit: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+
+
+atexit.register(_close_at_exit)
 
 
 class _Partitioner:

@@ -203,6 +203,36 @@ do_resolve() {
     "$(find "$LIB_DIR" -maxdepth 1 -name '*.jar' | wc -l)" "$(rel "$LIB_DIR")" "$((SECONDS - t0))" >>"$RESOLVE_LOG"
 }
 
+# ---------------------------------------------------------------- browser --
+
+# provstream's Browser style and guide (deploy/neo4j/browser/*) are served by
+# the server itself, under /browser/provstream/, from a copy of the Browser jar
+# with them added (a new file: the jars may be hard links shared with another
+# stack). Redone only when the files change; a changed jar invalidates the
+# class-data-sharing archive, so that is dropped and dumped again.
+install_browser_files() {
+  local src=$TEMPLATE_DIR/browser stamp jar tmp jartool
+  stamp=$(cat "$src"/* | sha256sum | cut -c1-16)
+  [[ $(cat "$LIB_DIR/.browser-files" 2>/dev/null) == "$stamp" ]] && return 0
+  jar=$(find "$LIB_DIR" -maxdepth 1 -name 'neo4j-browser-*.jar' | head -n 1)
+  [[ -n $jar ]] || die "no neo4j-browser jar in $(rel "$LIB_DIR") (resolve again: rm -rf $(rel "$LIB_DIR"))"
+  jartool=$JAVA_HOME_DIR/bin/jar
+  [[ -x $jartool ]] || jartool=$(command -v jar 2>/dev/null) || die "the JDK's jar tool is missing (install a JDK 17, not only a JRE)"
+  tmp=$(mktemp -d "$STACK/run/browser-files.XXXXXX")
+  mkdir -p "$tmp/browser/provstream"
+  cp "$src"/* "$tmp/browser/provstream/"
+  cp "$jar" "$tmp/browser.jar"
+  # an earlier copy of our files is replaced (jar u overwrites entries of the same name)
+  if ! "$jartool" uf "$tmp/browser.jar" -C "$tmp" browser/provstream >>"$RESOLVE_LOG" 2>&1; then
+    rm -rf "$tmp"
+    die "could not add the provstream Browser files to $(rel "$jar") (see $(rel "$RESOLVE_LOG"))"
+  fi
+  mv -f "$tmp/browser.jar" "$jar"
+  rm -rf "$tmp"
+  rm -f "$LIB_DIR"/cds-java*.jsa "$LIB_DIR"/cds-java*.jsa.off
+  echo "$stamp" >"$LIB_DIR/.browser-files"
+}
+
 # ---------------------------------------------------------------- config ---
 
 render_config() {
@@ -421,6 +451,7 @@ do_up() {
   rm -f "$PID_FILE"
   check_java
   do_resolve
+  install_browser_files
   local p
   for p in "$BOLT_PORT" "$HTTP_PORT"; do
     port_in_use "$p" && die "port $p is already in use $(see_log)"

@@ -5,6 +5,13 @@ Library code receives a :class:`Settings`; only the CLI edge calls
 ``PROVSTREAM_NEO4J_PASSWORD`` or, failing that, from the secret file the stack
 wrote on first start (``<stack dir>/secrets/neo4j-password``); it is never
 printed.
+
+Client addresses follow the server ports: when ``PROVSTREAM_KAFKA_BOOTSTRAP``
+is not set but ``PROVSTREAM_KAFKA_PORT`` (the port ``deploy/kafka.sh`` starts
+Kafka on) is, the bootstrap is ``127.0.0.1:<that port>``; likewise
+``PROVSTREAM_NEO4J_URI`` from ``PROVSTREAM_NEO4J_BOLT_PORT`` and
+``PROVSTREAM_NEO4J_HTTP`` from ``PROVSTREAM_NEO4J_HTTP_PORT``. So one
+variable per endpoint is enough for a stack on private ports.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class Settings:
     sink_batch_ms: int = 100
     emit_buffer: int = 100_000
     emit_block_ms: int = 10_000
+    emit_close_ms: int = 15_000  # the longest close() (and the flush at interpreter exit) waits for Kafka
     max_message_bytes: int = 1_000_000
     llm_url: str = ""
     llm_model: str = ""
@@ -55,12 +63,26 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """The settings of ``environ`` (default ``os.environ``), then ``overrides``.
+
+        :param environ: the variables to read (``PROVSTREAM_<FIELD>``; empty means unset).
+        :param overrides: field values that win over the environment.
+        :returns: the settings, with the stack's stored Neo4j password if none was given.
+        :raises ConfigError: a malformed value, naming its variable.
+
+        Example: ``Settings.from_env({"PROVSTREAM_KAFKA_PORT": "19092"}).kafka_bootstrap``
+        is ``"127.0.0.1:19092"``.
+        """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get("PROVSTREAM_" + f.name.upper())
             if raw is not None and raw != "":
                 values[f.name] = _convert(f.name, f.type, raw)
+        for name, port_var, form in _FROM_PORTS:
+            port = env.get(port_var, "")
+            if name not in values and port != "":
+                values[name] = form.format(_port(port_var, port))
         return replace(cls(**values), **overrides).with_stack_secret()
 
     def with_stack_secret(self) -> Settings:
@@ -89,6 +111,20 @@ def _convert(name: str, type_name: Any, raw: str) -> Any:
     except ValueError as exc:
         raise ConfigError(f"PROVSTREAM_{name.upper()} must be an integer, got {raw!r}") from exc
     return raw
+
+
+# client address <- the server port variable of deploy/*.sh, when the address is not given
+_FROM_PORTS = (
+    ("kafka_bootstrap", "PROVSTREAM_KAFKA_PORT", "127.0.0.1:{}"),
+    ("neo4j_uri", "PROVSTREAM_NEO4J_BOLT_PORT", "bolt://127.0.0.1:{}"),
+    ("neo4j_http", "PROVSTREAM_NEO4J_HTTP_PORT", "http://127.0.0.1:{}"),
+)
+
+
+def _port(name: str, raw: str) -> int:
+    if raw.isdigit() and 0 < int(raw) < 65536:
+        return int(raw)
+    raise ConfigError(f"{name} must be a port number (1-65535), got {raw!r}")
 
 
 def _read_secret(stack_dir: Path) -> str:

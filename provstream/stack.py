@@ -5,11 +5,14 @@ Servers are started by their deploy scripts; the Faust worker and the sink are
 pid file under ``<stack dir>/run`` and a log under ``<stack dir>/logs``. Every
 operation is idempotent: ``up`` twice is harmless, ``down`` with nothing
 running is harmless, and a process that fails to become ready is stopped
-before the error is raised, so nothing is left half-started.
+before the error is raised, so nothing is left half-started. A failed ``up``
+stops only what that call started: servers and apps that were already
+running stay up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -157,24 +160,46 @@ def _signal_group(pid: int, sig: int) -> None:
 # -- the whole stack --------------------------------------------------------
 
 def up(settings: Settings, *, apps: bool = True, say=print) -> None:  # type: ignore[no-untyped-def]
-    started: list[str] = []
+    """Start Kafka, Neo4j, the topics and (unless ``apps`` is false) the worker and the sink.
+
+    :param settings: where the stack lives (``stack_dir``) and what the clients use.
+    :param apps: also start the managed worker and sink.
+    :param say: receives one progress line per component.
+    :raises ProvstreamError: a component failed to start; what *this call* started
+        has been stopped again, what was already running is left running.
+    """
+    started_servers: list[str] = []
+    started_apps: list[App] = []
     try:
         for name in SERVERS:
             t0 = time.monotonic()
             out = server(settings, name, "up")
-            started.append(name)
-            say(f"{name}: {out.splitlines()[-1] if out else 'up'} ({time.monotonic() - t0:.1f}s)")
+            last = out.splitlines()[-1] if out else "up"
+            if "already running" not in last:
+                started_servers.append(name)
+            say(f"{name}: {last} ({time.monotonic() - t0:.1f}s)")
         settings = settings.with_stack_secret()  # the first neo4j up may just have written it
+        say(f"topics: checking on Kafka at {settings.kafka_bootstrap} ...")
         created = ensure_topics(settings)
         if created:
             say(f"topics created: {', '.join(created)}")
         if apps:
             for app in APPS:
+                was_running = app_pid(settings, app) is not None
                 pid = start_app(settings, app)
-                say(f"{app.name}: running (pid {pid}, log {_logfile(settings, app)})")
+                if not was_running:
+                    started_apps.append(app)
+                say(f"{app.name}: {'already running' if was_running else 'running'} "
+                    f"(pid {pid}, log {_logfile(settings, app)})")
     except ProvstreamError:
-        say("stack: start failed; stopping what was started")
-        down(settings, say=lambda _m: None)
+        mine = [*started_servers, *(a.name for a in started_apps)]
+        say(f"stack: start failed; stopping what this call started: {', '.join(mine)}" if mine
+            else "stack: start failed; nothing was started by this call, nothing stopped")
+        for app in reversed(started_apps):
+            stop_app(settings, app)
+        for name in reversed(started_servers):
+            with contextlib.suppress(ProvstreamError):
+                server(settings, name, "down")
         raise
 
 

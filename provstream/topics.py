@@ -83,7 +83,8 @@ def ensure_topics(settings: Settings, timeout_ms: int = 30_000) -> list[str]:
         admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=timeout_ms,
                                  client_id="provstream-admin")
     except KafkaError as exc:
-        raise ProvstreamError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
+        raise ProvstreamError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc} "
+                              "(check PROVSTREAM_KAFKA_BOOTSTRAP / PROVSTREAM_KAFKA_PORT)") from exc
     try:
         existing = set(admin.list_topics())
         missing = [t for t in topic_specs(settings) if t.name not in existing]

@@ -42,6 +42,47 @@ EDGE_PROPS: Final = (
 )
 
 
+# A short ``caption`` on every node, for Neo4j Browser (deploy/neo4j/browser/provstream.grass shows it).
+CAPTION_PROP: Final = "caption"
+CAPTION_WIDTH: Final = 36
+
+
+def caption(labels: list[str], props: dict[str, object], iri: str) -> str:
+    """The short text Neo4j Browser shows on a node: the question, ``i3 · search``, the answer, ...
+
+    :param labels: the node's labels (``LABELS`` values).
+    :param props: its properties as written (``query``, ``action``, ``answer``, ...).
+    :param iri: its IRI (an iteration's ``i<n>`` is the last segment).
+    :returns: at most :data:`CAPTION_WIDTH` characters on one line.
+
+    Example: ``caption(["Analysis"], {"action": "Search"}, "urn:trustgraph:agent:s/i3")`` is ``"i3 · Search"``.
+    """
+    def text(name: str) -> str:
+        value = props.get(name)
+        return value if isinstance(value, str) else ""
+
+    if "Question" in labels:
+        out = text("query") or "question"
+    elif "Analysis" in labels:
+        out = f"{iri.rsplit('/', 1)[-1]} · {text('action') or 'think'}"
+    elif "Conclusion" in labels:
+        out = "answer: " + text("answer")
+    elif "Exploration" in labels:
+        count = props.get("chunkCount", props.get("edgeCount"))
+        unit = "chunks" if "chunkCount" in props else "edges"
+        out = "exploration" if count is None else f"exploration · {count} {unit}"
+    elif "Focus" in labels:
+        out = "focus"
+    elif "Synthesis" in labels:
+        out = "synthesis: " + text("content")
+    elif text("edgePredicate"):
+        out = "edge · " + v.local_name(text("edgePredicate"))
+    else:
+        out = v.local_name(iri)
+    flat = " ".join(out.split())
+    return flat if len(flat) <= CAPTION_WIDTH else flat[: CAPTION_WIDTH - 1] + "…"
+
+
 _CANONICAL_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 _CANONICAL_INTEGER = re.compile(r"^-?(0|[1-9][0-9]*)$")
 _INT64 = 2**63

@@ -60,8 +60,11 @@ class _Node:
         # Datetimes travel as their canonical text and become DATETIME in Cypher: the driver's
         # own conversion of Python datetimes costs more than the rest of the row together.
         datetimes = {name: props.pop(name, None) for name in m.DATETIME_PROPS.values()}
+        labels = sorted({m.LABELS[t] for t in types if t in m.LABELS})
+        if labels or props.get("edgePredicate"):
+            props[m.CAPTION_PROP] = m.caption(labels, props, self.iri)
         return {
-            "iri": self.iri, "labels": sorted({m.LABELS[t] for t in types if t in m.LABELS}),
+            "iri": self.iri, "labels": labels,
             "types": types, "props": props, "chunks": list(self.chunks), "extra": list(self.extra),
             **datetimes,
         }

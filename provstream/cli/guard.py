@@ -3,6 +3,9 @@
 Settings are read from the environment here, once, at the edge. A project
 error (:class:`ProvstreamError`, bad settings included) becomes one line on
 stderr, ``<prog>: <message>``, and exit status 1; Ctrl-C exits 130 quietly.
+Everything a command prints on stdout, and the error line, goes through
+:func:`~provstream.read.text.visible`: a control character in recorded text
+(``ESC[2J`` in a question or a tool observation) is shown, not obeyed.
 
 Example::
 
@@ -17,14 +20,15 @@ import sys
 from collections.abc import Callable
 
 from provstream.errors import ProvstreamError
+from provstream.read.text import VisibleWriter, visible
 from provstream.settings import Settings
 
 Command = Callable[[argparse.Namespace, Settings], "int | None"]
 
 
 def one_line(text: str) -> str:
-    """``text`` with every run of white space (newlines included) folded to one space."""
-    return " ".join(text.split())
+    """``text`` with every run of white space (newlines included) folded to one space, control characters shown."""
+    return visible(" ".join(text.split()))
 
 
 def guarded(prog: str, command: Command, args: argparse.Namespace) -> int:
@@ -35,6 +39,9 @@ def guarded(prog: str, command: Command, args: argparse.Namespace) -> int:
     :param args: the parsed arguments.
     :returns: the exit status: the command's, 1 after a project error, 130 on Ctrl-C.
     """
+    stdout = sys.stdout
+    if not isinstance(stdout, VisibleWriter):
+        sys.stdout = VisibleWriter(stdout)  # type: ignore[assignment]
     try:
         return int(command(args, Settings.from_env()) or 0)
     except ProvstreamError as exc:
@@ -42,3 +49,5 @@ def guarded(prog: str, command: Command, args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        sys.stdout = stdout

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from provstream.cli.guard import guarded
 from provstream.connectors.neo4j.reader import TraceReader
 from provstream.connectors.neo4j.store import Neo4jStore
+from provstream.core import vocab as v
 from provstream.errors import ProvstreamError, TraceNotFound
 from provstream.read import render_json
 from provstream.read.follow import follow, question_of_synthesis
@@ -73,7 +74,9 @@ def list_main(argv: Sequence[str] | None = None) -> int:
 def show_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tg-show-explain-trace",
                                      description="Show one trace: question, every step, the answer.")
-    parser.add_argument("uri", metavar="URI", help="the question IRI, e.g. urn:trustgraph:agent:<session>")
+    parser.add_argument("uri", metavar="URI", help="the question IRI, e.g. urn:trustgraph:agent:<session>, or the IRI "
+                        "of one of its steps (e.g. .../i3, as Neo4j Browser and --format json show them): "
+                        "the trace is shown with that step marked")
     add_scope(parser)
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--follow", action="store_true", help="then print this trace's new steps live (Ctrl-C stops)")
@@ -89,16 +92,17 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
         print(f"following {args.uri} live; Ctrl-C to stop", file=sys.stderr, flush=True)
         user, collection = scope(args, settings)
         known = [question_of_synthesis(iri) for iri, _ in getattr(trace, "subtraces", ())]
-        return follow(tail, sys.stdout, user=user, collection=collection, question=args.uri,
+        return follow(tail, sys.stdout, user=user, collection=collection, question=question_of(args.uri)[0],
                       subtraces=[q for q in known if q is not None], width=terminal_width())
 
 
 def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> Trace | None:
     """Print the trace; return it (``None`` if not recorded yet and ``waiting_ok``)."""
     user, collection = scope(args, settings)
+    question, mark = question_of(args.uri)
     try:
         with Neo4jStore(settings) as store, TraceReader(settings) as reader:
-            trace = load_trace(store, reader, args.uri, user=user, collection=collection)
+            trace = load_trace(store, reader, question, user=user, collection=collection)
     except TraceNotFound:
         if not waiting_ok:
             raise
@@ -108,10 +112,24 @@ def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> 
     if args.format == "json":
         sys.stdout.write(render_json.dumps(trace))
     else:
-        sys.stdout.write(render_trace(trace, terminal_width()))
+        sys.stdout.write(render_trace(trace, terminal_width(), mark=mark))
     sys.stdout.flush()
     return trace
 
+
+def question_of(uri: str) -> tuple[str, str | None]:
+    """The question IRI to load for ``uri`` and the step to mark (``None`` for a question IRI).
+
+    :raises ProvstreamError: ``uri`` is neither a question IRI nor a step IRI.
+    """
+    if v.parse_question_iri(uri) is not None:
+        return uri, None
+    step = v.parse_step_iri(uri)
+    if step is None:
+        raise ProvstreamError(f"{uri!r} is not a trace or step IRI (a trace is urn:trustgraph:agent:<session>, "
+                              "urn:trustgraph:docrag:<session> or urn:trustgraph:question:<session>; "
+                              "tg-list-explain-traces lists them)")
+    return step
 
 def show_main(argv: Sequence[str] | None = None) -> int:
     return guarded("tg-show-explain-trace", show_command, show_parser().parse_args(argv))

@@ -179,6 +179,35 @@ def parse_question_iri(iri: str) -> tuple[Mechanism, str] | None:
     return None
 
 
+_STEP_OF_QUESTION: Final = re.compile(r"^(?P<question>.+)/(?P<step>i[1-9][0-9]*|final|exploration|synthesis)$")
+_GRAPHRAG_STEP: Final = re.compile(
+    r"^urn:trustgraph:prov:(?P<step>exploration|focus|synthesis|edge):(?P<session>[^:]+)(?::(?P<n>[0-9]+))?$")
+
+
+def parse_step_iri(iri: str) -> tuple[str, str] | None:
+    """The question IRI a step IRI belongs to, and the step's name; ``None`` if ``iri`` names no step.
+
+    :param iri: e.g. ``urn:trustgraph:agent:<session>/i3`` or ``urn:trustgraph:prov:focus:<session>``.
+    :returns: ``(question IRI, step)``, step one of ``i<n>``, ``final``, ``exploration``,
+        ``focus`` (a selected edge's IRI gives ``focus`` too), ``synthesis``.
+
+    Example: ``parse_step_iri("urn:trustgraph:agent:s1/i3")`` is ``("urn:trustgraph:agent:s1", "i3")``.
+    """
+    m = _STEP_OF_QUESTION.match(iri)
+    if m is not None:
+        parsed = parse_question_iri(m["question"])
+        if parsed is None:
+            return None
+        step, agent = m["step"], parsed[0] is Mechanism.AGENT
+        if agent != (step.startswith("i") or step == "final"):
+            return None
+        return m["question"], step
+    m = _GRAPHRAG_STEP.match(iri)
+    if m is None or not valid_session_id(m["session"]) or (m["step"] == "edge") != (m["n"] is not None):
+        return None
+    return question_iri(Mechanism.GRAPHRAG, m["session"]), "focus" if m["step"] == "edge" else m["step"]
+
+
 def local_name(iri: str) -> str:
     """``https://trustgraph.ai/ns/Analysis`` -> ``Analysis``."""
     return re.split(r"[#/:]", iri)[-1]

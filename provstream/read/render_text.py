@@ -14,8 +14,26 @@ _STEP = "  "
 _SUB = "    │ "
 
 
-def render_trace(trace: Trace, width: int = 100) -> str:
+MARK = "  ◀ the step you asked for"
+
+
+def render_trace(trace: Trace, width: int = 100, *, mark: str | None = None) -> str:
+    """The trace as terminal text.
+
+    :param trace: the trace to render.
+    :param width: the line width to wrap to.
+    :param mark: a step of the trace to point at (``i3``, ``final``, ``exploration``,
+        ``focus``, ``synthesis``, as :func:`~provstream.core.vocab.parse_step_iri` names them).
+    :returns: the text, ending with a newline.
+    """
     lines = render_agent(trace, width) if isinstance(trace, AgentTrace) else render_rag(trace, width)
+    if mark is not None:
+        heading = {"final": "Conclusion", "exploration": "Exploration", "focus": "Focus",
+                   "synthesis": "Synthesis"}.get(mark, f"Step {mark}")
+        for n, line in enumerate(lines):
+            if line == heading or (heading == "Focus" and line.startswith("Focus ")):
+                lines[n] = line + MARK
+                break
     return "\n".join(lines) + "\n"
 
 
