@@ -191,8 +191,26 @@ class AgentSession(_Session):
 
     def iteration(self, thought: str = "", action: str = "", arguments: Mapping[str, Any] | None = None,
                   observation: str = "", used: Sequence[int] = (),
-                  subtrace: DocRagSession | GraphRagSession | NullSession | None = None) -> str:
-        """Record one think/act/observe cycle; return its Analysis IRI."""
+                  subtrace: AgentSession | DocRagSession | GraphRagSession | NullSession | None = None) -> str:
+        """Record one think/act/observe cycle; return its Analysis IRI.
+
+        :param thought: the reasoning text (left out when empty).
+        :param action: the tool's name; a step without one is thought-only (no action, no arguments).
+        :param arguments: the tool's arguments, a JSON-serialisable mapping.
+        :param observation: what the tool returned.
+        :param used: earlier iterations this one used (a DAG); none means the previous one.
+        :param subtrace: the session the tool ran as a sub-trace: a GraphRAG/DocRAG
+            session (the step derives from its Synthesis) or another agent session
+            (from its Conclusion: an agent used as a tool, a handoff).
+        :returns: the Analysis IRI, ``urn:trustgraph:agent:{session}/i{n}``.
+        :raises InvalidStep: bad input (nothing recorded, no number consumed).
+
+        >>> from provstream.connectors.transport import MemoryTransport
+        >>> with Emitter(Settings(), transport=MemoryTransport()) as emitter:
+        ...     session = emitter.agent("q", session_id="s1")
+        ...     session.iteration(thought="t", action="Search", arguments={"input": "x"}, observation="o")
+        'urn:trustgraph:agent:s1/i1'
+        """
         with self._lock:
             n = self._iterations + 1
             if n > MAX_ITERATIONS:
@@ -201,7 +219,7 @@ class AgentSession(_Session):
             self._emit(ev.AgentIteration(
                 iteration=n, thought=_text("thought", thought), action=_text("action", action),
                 arguments=arguments_json(arguments), observation=_text("observation", observation),
-                used=_used(used, n), subtrace=_subtrace(subtrace),
+                used=_used(used, n), subtrace=_subtrace(subtrace, self.session_id),
             ))
             self._iterations = n
         return v.analysis_iri(self.session_id, n)
@@ -325,11 +343,14 @@ def _used(used: Sequence[int], iteration: int) -> tuple[int, ...]:
     return tuple(used)
 
 
-def _subtrace(sub: DocRagSession | GraphRagSession | NullSession | None) -> ev.SubTrace | None:
+def _subtrace(sub: AgentSession | DocRagSession | GraphRagSession | NullSession | None,
+              session_id: str) -> ev.SubTrace | None:
     if sub is None or isinstance(sub, NullSession):
         return None
-    if not isinstance(sub, (DocRagSession, GraphRagSession)):
-        raise InvalidStep(f"subtrace must be a DocRAG or GraphRAG session, got {type(sub).__name__}")
+    if not isinstance(sub, (AgentSession, DocRagSession, GraphRagSession)):
+        raise InvalidStep(f"subtrace must be an agent, DocRAG or GraphRAG session, got {type(sub).__name__}")
+    if sub.session_id == session_id:
+        raise InvalidStep(f"session {session_id!r} cannot be a sub-trace of itself")
     return ev.SubTrace(sub.mechanism, sub.session_id)
 
 

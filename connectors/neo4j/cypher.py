@@ -162,8 +162,9 @@ MATCH (q:Resource)
 WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph AND q.status IS NOT NULL
   AND NOT EXISTS {
     MATCH (s:Resource {session: q.session})<-[:wasDerivedFrom]-(caller:Analysis)
-    WHERE s:Synthesis AND s.mechanism = q.mechanism AND s.user = q.user AND s.collection = q.collection
-      AND caller.user = q.user AND caller.collection = q.collection
+    WHERE (s:Synthesis OR s:Conclusion) AND s.mechanism = q.mechanism AND s.user = q.user
+      AND s.collection = q.collection AND caller.user = q.user AND caller.collection = q.collection
+      AND NOT (caller.session = q.session AND caller.mechanism = q.mechanism)
   }
 WITH q
 ORDER BY q.startedAtTime IS NULL, q.startedAtTime DESC, q.iri
@@ -171,9 +172,10 @@ LIMIT $limit
 RETURN q.iri AS iri, q.session AS session, labels(q) AS labels, q.mechanism AS mechanism,
        q.query AS query, q.startedAtTime AS time, q.steps AS steps, q.status AS status,
        COLLECT {
-         MATCH (a:Resource {session: q.session})-[:wasDerivedFrom]->(s:Synthesis)
+         MATCH (a:Resource {session: q.session})-[:wasDerivedFrom]->(s:Resource)
          WHERE a:Analysis AND a.mechanism = q.mechanism AND a.user = q.user AND a.collection = q.collection
-           AND s.user = q.user AND s.collection = q.collection
+           AND (s:Synthesis OR s:Conclusion) AND s.user = q.user AND s.collection = q.collection
+           AND NOT (s.session = q.session AND s.mechanism = q.mechanism)
          MATCH (sq:Resource {session: s.session})
          WHERE sq.mechanism = s.mechanism AND sq.user = q.user AND sq.collection = q.collection
            AND sq.graph = q.graph AND sq.status IS NOT NULL

@@ -17,7 +17,7 @@ from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core import vocab as v
 from provstream.errors import ProvstreamError, TraceNotFound
 from provstream.read import render_json
-from provstream.read.follow import follow, question_of_synthesis
+from provstream.read.follow import follow
 from provstream.read.listing import EMPTY, render_table, rows_json
 from provstream.read.live import TriplesTail
 from provstream.read.loader import load_trace
@@ -91,7 +91,7 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
         trace = _show(args, settings, waiting_ok=True)
         print(f"following {args.uri} live; Ctrl-C to stop", file=sys.stderr, flush=True)
         user, collection = scope(args, settings)
-        known = [question_of_synthesis(iri) for iri, _ in getattr(trace, "subtraces", ())]
+        known = [v.subtrace_question_iri(iri) for iri, _ in getattr(trace, "subtraces", ())]
         return follow(tail, sys.stdout, user=user, collection=collection, question=question_of(args.uri)[0],
                       subtraces=[q for q in known if q is not None], width=terminal_width())
 

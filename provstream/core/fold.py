@@ -154,16 +154,16 @@ def _validate(event: ev.Event) -> None:
         raise InvalidEvent("user and collection must not be empty")
     if event.event_time.tzinfo is None:
         raise InvalidEvent("event_time must be timezone-aware")
-    _validate_payload(event.payload)
+    _validate_payload(event.payload, event.session_id)
 
 
 validate = _validate
 """Public name of the contract check, so the emitter rejects at the call what the fold would dead-letter."""
 
 
-def _validate_payload(p: ev.Payload) -> None:
+def _validate_payload(p: ev.Payload, session_id: str) -> None:
     if isinstance(p, ev.AgentIteration):
-        _validate_iteration(p)
+        _validate_iteration(p, session_id)
     elif isinstance(p, ev.AgentConclusion) and not 0 <= p.iterations <= MAX_ITERATIONS:
         raise InvalidEvent(f"conclusion names {p.iterations} iterations (0..{MAX_ITERATIONS} allowed)")
     elif isinstance(p, ev.GraphRagExploration) and p.edge_count < 0:
@@ -177,15 +177,16 @@ def _validate_payload(p: ev.Payload) -> None:
                     raise InvalidEvent(f"edge {name} {getattr(edge, name)!r} is not an IRI")
 
 
-def _validate_iteration(p: ev.AgentIteration) -> None:
+def _validate_iteration(p: ev.AgentIteration, session_id: str) -> None:
     if not 1 <= p.iteration <= MAX_ITERATIONS:
         raise InvalidEvent(f"iteration {p.iteration}: iterations count from 1 to {MAX_ITERATIONS}")
     bad = [u for u in p.used if not 1 <= u < p.iteration]
     if bad:
         raise InvalidEvent(f"iteration {p.iteration} cannot use iterations {bad}: only earlier ones")
-    if p.subtrace is not None:
-        if p.subtrace.mechanism is v.Mechanism.AGENT or not v.valid_session_id(p.subtrace.session_id):
-            raise InvalidEvent(f"invalid sub-trace {p.subtrace}: a GraphRAG/DocRAG session id")
+    if p.subtrace is not None and not v.valid_session_id(p.subtrace.session_id):
+        raise InvalidEvent(f"invalid sub-trace {p.subtrace}: not a session id")
+    if p.subtrace is not None and p.subtrace.session_id == session_id:
+        raise InvalidEvent(f"iteration {p.iteration} names its own session as its sub-trace")
     try:
         json.loads(p.arguments)
     except ValueError as exc:
@@ -259,7 +260,7 @@ def _iteration(sid: str, p: ev.AgentIteration) -> list[Triple]:
     a = Iri(v.analysis_iri(sid, p.iteration))
     sources = [v.analysis_iri(sid, u) for u in sorted(set(p.used))] or [_previous(sid, p.iteration)]
     if p.subtrace is not None:
-        sources.append(v.synthesis_iri(p.subtrace.mechanism, p.subtrace.session_id))
+        sources.append(v.subtrace_end_iri(p.subtrace.mechanism, p.subtrace.session_id))
     return [
         *_types(a, v.PROV_ENTITY, v.TG_ANALYSIS),
         *_text(a, v.TG_THOUGHT, p.thought),

@@ -158,6 +158,33 @@ def edge_iri(session_id: str, index: int) -> str:
     return f"urn:trustgraph:prov:edge:{session_id}:{index}"
 
 
+def subtrace_end_iri(mechanism: Mechanism, session_id: str) -> str:
+    """The entity a calling agent step derives from: a RAG sub-trace's Synthesis, an agent sub-trace's Conclusion.
+
+    >>> subtrace_end_iri(Mechanism.AGENT, "s2")
+    'urn:trustgraph:agent:s2/final'
+    """
+    return conclusion_iri(session_id) if mechanism is Mechanism.AGENT else synthesis_iri(mechanism, session_id)
+
+
+def subtrace_question_iri(iri: str) -> str | None:
+    """The Question IRI of the sub-trace whose Synthesis or Conclusion is ``iri`` (inverse of :func:`subtrace_end_iri`).
+
+    >>> subtrace_question_iri("urn:trustgraph:prov:synthesis:s3")
+    'urn:trustgraph:question:s3'
+    >>> subtrace_question_iri("urn:trustgraph:agent:s2/i1") is None
+    True
+    """
+    graphrag = synthesis_iri(Mechanism.GRAPHRAG, "")
+    if iri.startswith(graphrag):
+        return question_iri(Mechanism.GRAPHRAG, iri[len(graphrag):])
+    for mechanism, suffix in ((Mechanism.DOCRAG, "/synthesis"), (Mechanism.AGENT, "/final")):
+        prefix = question_iri(mechanism, "")
+        if iri.startswith(prefix) and iri.endswith(suffix):
+            return iri[: -len(suffix)]
+    return None
+
+
 def synthesis_iri(mechanism: Mechanism, session_id: str) -> str:
     """The Synthesis (final RAG answer) of a session.
 

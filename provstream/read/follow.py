@@ -69,25 +69,15 @@ class TraceFilter:
 
 
 def linked_subtraces(msg: StepTriples) -> list[str]:
-    """Question IRIs of the sub-traces whose Synthesis ``msg`` derives from."""
+    """Question IRIs of the sub-traces whose Synthesis (RAG) or Conclusion (agent) a step of ``msg`` derives from."""
     found = []
     for t in msg.triples:
         if t.p.value == v.PROV_WAS_DERIVED_FROM and isinstance(t.o, Iri):
-            question = question_of_synthesis(t.o.value)
+            question = v.subtrace_question_iri(t.o.value)
             if question is not None and question != msg.question:
                 found.append(question)
     return found
 
-
-def question_of_synthesis(iri: str) -> str | None:
-    """The question IRI of a GraphRAG/DocRAG Synthesis IRI (inverse of :func:`vocab.synthesis_iri`)."""
-    graphrag = v.synthesis_iri(v.Mechanism.GRAPHRAG, "")
-    if iri.startswith(graphrag):
-        return v.question_iri(v.Mechanism.GRAPHRAG, iri[len(graphrag):])
-    docrag = v.question_iri(v.Mechanism.DOCRAG, "")
-    if iri.startswith(docrag) and iri.endswith("/synthesis"):
-        return iri[: -len("/synthesis")]
-    return None
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from provstream.core.triples import Triple
-from provstream.read.model import AgentTrace, Completeness, RagTrace, Trace
+from provstream.read.model import AgentTrace, Completeness, Trace
 from provstream.read.parse import build_trace
 
 
@@ -20,17 +20,27 @@ class StatusSource(Protocol):
 
 
 def load_trace(store: TripleSource, reader: StatusSource, question_iri: str, *, user: str,
-               collection: str) -> Trace:
-    """The trace in that scope; raises :class:`TraceNotFound` when there is none."""
-    trace = _load(store, reader, question_iri, user, collection)
-    if not isinstance(trace, AgentTrace):
+               collection: str, depth: int = 3) -> Trace:
+    """The trace in that scope, with the sub-traces its steps called (nested up to ``depth`` levels).
+
+    :raises TraceNotFound: when there is no such trace in the scope.
+    """
+    return _with_subtraces(store, reader, _load(store, reader, question_iri, user, collection), user, collection,
+                           depth, {question_iri})
+
+
+def _with_subtraces(store: TripleSource, reader: StatusSource, trace: Trace, user: str, collection: str,
+                    depth: int, seen: set[str]) -> Trace:
+    if not isinstance(trace, AgentTrace) or depth <= 0:
         return trace
-    subtraces: list[tuple[str, RagTrace]] = []
-    for synthesis in sorted({s for a in trace.analyses for s in a.calls}):
-        sub_iri = reader.subtrace_question(synthesis, user=user, collection=collection)
-        sub = _load(store, reader, sub_iri, user, collection) if sub_iri else None
-        if isinstance(sub, RagTrace):
-            subtraces.append((synthesis, sub))
+    subtraces: list[tuple[str, Trace]] = []
+    for end in sorted({s for a in trace.analyses for s in a.calls}):
+        sub_iri = reader.subtrace_question(end, user=user, collection=collection)
+        if sub_iri is None or sub_iri in seen:
+            continue
+        sub = _with_subtraces(store, reader, _load(store, reader, sub_iri, user, collection), user, collection,
+                              depth - 1, seen | {sub_iri})
+        subtraces.append((end, sub))
     return AgentTrace(trace.question, trace.completeness, trace.analyses, trace.conclusion, tuple(subtraces))
 
 

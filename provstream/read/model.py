@@ -106,16 +106,18 @@ class RagTrace:
 
 @dataclass(frozen=True, slots=True)
 class AgentTrace:
-    """An agent trace; ``subtraces`` maps a Synthesis IRI an Analysis calls to its RAG trace."""
+    """An agent trace; ``subtraces`` maps what an Analysis calls (a RAG Synthesis or an agent Conclusion IRI) to
+    that sub-trace."""
 
     question: Question
     completeness: Completeness
     analyses: tuple[Analysis, ...] = ()
     conclusion: Conclusion | None = None
-    subtraces: tuple[tuple[str, RagTrace], ...] = ()
+    subtraces: tuple[tuple[str, Trace], ...] = ()
 
-    def subtrace(self, synthesis_iri: str) -> RagTrace | None:
-        return dict(self.subtraces).get(synthesis_iri)
+    def subtrace(self, end_iri: str) -> Trace | None:
+        """The sub-trace whose Synthesis or Conclusion is ``end_iri``, if it was loaded."""
+        return dict(self.subtraces).get(end_iri)
 
 
 Trace = Union[AgentTrace, RagTrace]

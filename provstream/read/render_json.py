@@ -52,7 +52,9 @@ def _analysis(trace: AgentTrace, a: Analysis) -> dict[str, Any]:
 
 def _call(trace: AgentTrace, synthesis: str) -> dict[str, Any]:
     sub = trace.subtrace(synthesis)
-    return _rag(sub) if sub else {"synthesis": {"iri": synthesis}, "recorded": False}
+    if sub is None:
+        return {"synthesis": {"iri": synthesis}, "recorded": False}
+    return _agent(sub) if isinstance(sub, AgentTrace) else _rag(sub)
 
 
 def _agent(trace: AgentTrace) -> dict[str, Any]:

@@ -108,6 +108,9 @@ def _call(trace: AgentTrace, synthesis: str, width: int) -> list[str]:
     sub = trace.subtrace(synthesis)
     if sub is None:
         return wrap_field("Sub-trace", f"{synthesis} (not recorded in this scope)", width, _STEP)
+    if isinstance(sub, AgentTrace):
+        nested = render_agent(sub, width - len(_SUB))
+        return [f"{_STEP}Sub-trace:", *(_SUB + line if line else _SUB.rstrip() for line in nested)]
     return [f"{_STEP}Sub-trace:", *render_rag(sub, width - len(_SUB), _SUB)]
 
 

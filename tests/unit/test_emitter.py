@@ -99,9 +99,11 @@ def test_iteration_links_its_subtrace_and_the_dag() -> None:
     a.iteration(action="GraphRag", subtrace=g)
     a.iteration(used=[1])
     a.iteration(subtrace=emitter.docrag("x", session_id=""))
+    a.iteration(action="researcher", subtrace=emitter.agent("sub-question", session_id="b1"))
     its = [e.payload for e in events(t) if isinstance(e.payload, ev.AgentIteration)]
     assert its[0].subtrace == ev.SubTrace(ev.Mechanism.GRAPHRAG, "g1")
     assert its[1].used == (1,) and its[2].subtrace is None
+    assert its[3].subtrace == ev.SubTrace(ev.Mechanism.AGENT, "b1")
 
 
 def test_empty_session_id_records_nothing_and_needs_no_transport() -> None:
@@ -145,7 +147,8 @@ def test_arguments_that_are_not_json_are_refused_at_the_call(arguments: object) 
     lambda e: e.agent("Q").iteration(used=[1]),
     lambda e: e.agent("Q").iteration(used="1"),
     lambda e: e.agent("Q").iteration(thought=3),
-    lambda e: e.agent("Q").iteration(subtrace=e.agent("other")),
+    lambda e: (lambda s: s.iteration(subtrace=s))(e.agent("Q")),
+    lambda e: e.agent("Q").iteration(subtrace="a session"),
     lambda e: e.docrag("Q").explore(-1, []),
     lambda e: e.docrag("Q").explore(True, []),
     lambda e: e.docrag("Q").explore(2, "c1"),

@@ -180,6 +180,21 @@ def test_subtrace_links_to_the_rag_synthesis() -> None:
     assert steps[-1].status.state is SessionState.OPEN and steps[-1].status.steps == 3
 
 
+def test_an_agent_subtrace_links_to_the_sub_agents_conclusion() -> None:
+    _, steps = run(events(
+        "s4", Mechanism.AGENT,
+        ev.AgentQuestion("q"),
+        ev.AgentIteration(1, "", "researcher", '{"task": "x"}', "x is y", subtrace=ev.SubTrace(Mechanism.AGENT, "a9")),
+    ))
+    assert_graph(steps, """
+    <urn:trustgraph:agent:s4> a prov:Activity, tg:Question, tg:AgentQuestion ;
+        tg:query "q" ; prov:startedAtTime "2025-01-02T03:04:05.000000Z"^^xsd:dateTime .
+    <urn:trustgraph:agent:s4/i1> a prov:Entity, tg:Analysis ;
+        tg:action "researcher" ; tg:arguments "{\\"task\\": \\"x\\"}" ; tg:observation "x is y" ;
+        prov:wasDerivedFrom <urn:trustgraph:agent:s4>, <urn:trustgraph:agent:a9/final> .
+    """)
+
+
 def test_conclusion_without_iterations_derives_from_the_question() -> None:
     _, steps = run(events("s4", Mechanism.AGENT, ev.AgentQuestion("hi"), ev.AgentConclusion("hello", 0)))
     assert_graph(steps, """
@@ -216,7 +231,8 @@ def test_rag_without_question_is_incomplete() -> None:
 
 @pytest.mark.parametrize("bad", [
     ev.AgentIteration(0), ev.AgentIteration(2, used=(2,)), ev.AgentIteration(1, action="x", arguments="{"),
-    ev.AgentIteration(1, subtrace=ev.SubTrace(Mechanism.AGENT, "a")), ev.AgentConclusion("x", -1),
+    ev.AgentIteration(1, subtrace=ev.SubTrace(Mechanism.AGENT, "s7")), ev.AgentConclusion("x", -1),
+    ev.AgentIteration(1, subtrace=ev.SubTrace(Mechanism.DOCRAG, "bad id")),
     ev.GraphRagQuestion("wrong mechanism"),
 ])
 def test_invalid_payloads_are_rejected(bad: ev.Payload) -> None:

@@ -48,9 +48,9 @@ def test_later_subtrace_steps_print_as_they_arrive_and_known_subtraces_from_the_
 def test_synthesis_iris_map_back_to_their_question() -> None:
     for mechanism in (v.Mechanism.DOCRAG, v.Mechanism.GRAPHRAG):
         iri = v.synthesis_iri(mechanism, "abc")
-        assert follow.question_of_synthesis(iri) == v.question_iri(mechanism, "abc")
-    assert follow.question_of_synthesis(v.conclusion_iri("abc")) is None
-    assert follow.question_of_synthesis(v.analysis_iri("abc", 1)) is None
+        assert v.subtrace_question_iri(iri) == v.question_iri(mechanism, "abc")
+    assert v.subtrace_question_iri(v.conclusion_iri("abc")) == v.question_iri(v.Mechanism.AGENT, "abc")
+    assert v.subtrace_question_iri(v.analysis_iri("abc", 1)) is None
 
 
 def test_the_hold_back_buffer_is_bounded(monkeypatch) -> None:  # type: ignore[no-untyped-def]
