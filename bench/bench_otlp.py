@@ -55,8 +55,9 @@ def workload(traces: int) -> tuple[list[bytes], int]:
     runs = [run_of(r) for _, r in load(REACT_TRAJECTORIES) if isinstance(r, AgentTrajectory)]
     collected = Collected()
     with sdk_tracer(collected, Settings()) as tracer:
-        for n in range(traces):
-            emit_run(tracer, runs[n % len(runs)], Clock())
+        for n in range(traces):  # every trace's texts differ (no parse is shared between traces)
+            run = runs[n % len(runs)]
+            emit_run(tracer, replace(run, question=f"{run.question} [{n}]"), Clock())
     requests, batch = [], []
     for span in collected.spans:
         batch.append(span)

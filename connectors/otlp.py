@@ -96,7 +96,10 @@ class Receiver:
         """
         s = self.settings
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=s.kafka_bootstrap, acks="all", enable_idempotence=True, linger_ms=2,
+            bootstrap_servers=s.kafka_bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+            # a trace's part is several KB: aiokafka's 16 KB default batch holds two (3.7x slower here); a batch
+            # must stay under the topic's max.message.bytes (settings.max_message_bytes)
+            max_batch_size=min(256 * 1024, s.max_message_bytes // 2),
             max_request_size=max(s.max_message_bytes + 64 * 1024, 1_048_576), client_id="provstream-otlp",
         )
         try:

@@ -48,6 +48,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from provstream import events as ev
@@ -386,10 +387,7 @@ def _messages(attrs: Mapping[str, Any], direction: str) -> list[dict[str, Any]] 
     """``gen_ai.{input,output}.messages`` (JSON), else OpenInference ``llm.{input,output}_messages.*``."""
     raw = attrs.get(f"gen_ai.{direction}.messages")
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            raw = None
+        return _parsed_messages(raw)
     if isinstance(raw, list):
         return [m for m in raw if isinstance(m, dict)]
     flat: dict[int, dict[str, Any]] = {}
@@ -400,6 +398,16 @@ def _messages(attrs: Mapping[str, Any], direction: str) -> list[dict[str, Any]] 
     if not flat:
         return None
     return [_oi_message(flat[i]) for i in sorted(flat)]
+
+
+@lru_cache(maxsize=4096)
+def _parsed_messages(raw: str) -> list[dict[str, Any]] | None:
+    """Messages JSON text, parsed once (a span's messages are read several times; callers never modify them)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return [m for m in value if isinstance(m, dict)] if isinstance(value, list) else None
 
 
 def _oi_message(fields: Mapping[str, Any]) -> dict[str, Any]:
