@@ -390,6 +390,8 @@ def _messages(attrs: Mapping[str, Any], direction: str) -> list[dict[str, Any]] 
         return _parsed_messages(raw)
     if isinstance(raw, list):
         return [m for m in raw if isinstance(m, dict)]
+    if "openinference.span.kind" not in attrs:
+        return None
     flat: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
         m = _OI_MESSAGE.match(key)
