@@ -222,3 +222,22 @@ def test_malformed_requests_are_refused_and_nothing_is_written(otlp: Settings) -
             assert rpc.value.code() is grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
             assert "not an OTLP ExportTraceServiceRequest" in rpc.value.details()  # type: ignore[attr-defined]
     assert end_offsets(otlp, otlp.otlp_spans_topic) == 0
+
+
+def test_the_documented_sdk_example_lands_in_neo4j(otlp: Settings, tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "otlp.md").read_text()
+    example = doc.split("## Sending spans with the OpenTelemetry SDK", 1)[1].split("```python\n", 1)[1]
+    example = example.split("```", 1)[0]
+    assert example.count("\n") <= 20
+    example = example.replace('"127.0.0.1:4317"', f'"127.0.0.1:{otlp.otlp_grpc_port}"')
+    example = example.replace('"provstream.collection": "default"', f'"provstream.collection": "{otlp.collection}"')
+    with pipeline(otlp, tmp_path):
+        subprocess.run([sys.executable, "-c", example], check=True, timeout=60)
+        deadline = time.monotonic() + 60
+        values: set[str] = set()
+        while time.monotonic() < deadline:
+            values = {getattr(t.o, "value", "") for t in _scope(otlp)}
+            if "42" in values and "What is 6*7?" in values:
+                break
+            time.sleep(0.5)
+    assert {"What is 6*7?", "calculator", '{"expression": "6*7"}', "42"} <= values
