@@ -108,7 +108,7 @@ class Receiver:
             await self._producer.stop()
             raise ProvstreamError(f"cannot reach Kafka at {s.kafka_bootstrap}: {exc}") from exc
         try:
-            self._grpc = grpc.aio.server()
+            self._grpc = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_BODY_BYTES)])
             handler = grpc.method_handlers_generic_handler(SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(
                 self._grpc_export, request_deserializer=None, response_serializer=None)})
             self._grpc.add_generic_rpc_handlers((handler,))

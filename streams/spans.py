@@ -166,7 +166,15 @@ def step(state: State | None, records: Iterable[Record], now: float, *, scope: S
     if settled and not st["counted"]:
         st["counted"] = True
         out.unmapped += _outside_agents(spans)
+    if out.events and not pending(st):
+        _compact(st)
     return out
+
+
+def _compact(st: State) -> None:
+    """Once every session of a trace is translated, keep only what duplicate and late spans are told by."""
+    st["spans"] = {sid: {**r, "a": {}} for sid, r in st["spans"].items()}
+    st["counted"] = True  # nothing is left to count: the rest arrives late
 
 
 def _copy(state: State | None) -> State:

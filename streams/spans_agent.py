@@ -8,8 +8,9 @@ Faust wiring only; the translation is :func:`provstream.streams.spans.step` (pur
   ``partition_traces_by_id`` both key by the trace id in hex).
 * State: the table ``otlp_traces`` (key: trace id hex, value: the trace's
   :data:`~provstream.streams.spans.State`), backed by its changelog topic
-  ``<app id>-otlp_traces-changelog``; a trace unchanged for
-  ``settings.session_retention_s`` is forgotten.
+  ``<app id>-otlp_traces-changelog``; once all its sessions are translated
+  a trace keeps only its span ids and kinds (re-sent spans are recognised);
+  a trace unchanged for ``settings.session_retention_s`` is forgotten.
 * Output: ordinary provstream events on ``settings.events_topic`` keyed by
   session id, which the fold agent of the same worker folds like any other;
   undecodable messages go to ``settings.otlp_spans_dlq_topic`` with the
@@ -28,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -69,6 +70,9 @@ class SpanTranslator:
     settle_s: float
     retention_s: float = 0.0
     stats: SpanStats = field(default_factory=SpanStats)
+    dead_letter_headers: Callable[[Any, str], list[tuple[str, bytes]]] = lambda _m, _r: []
+    delivered: Callable[[Any], None] = lambda _d: None
+    _pending: set[bytes] | None = None  # traces waiting to settle; rebuilt from the table after a restart
 
     async def per_message(self, stream: StreamT) -> None:
         async for event in stream.events():
@@ -88,28 +92,54 @@ class SpanTranslator:
             key = trace.encode()
             result = step(self.table.get(key), recs, now, scope=self.scope, settle_s=self.settle_s)
             self.table[key] = result.state
+            self._track(key, result.state)
             await self._produce(trace, result)
 
+    def _track(self, key: bytes, state: Any) -> None:
+        if self._pending is not None:
+            if isinstance(state, dict) and pending(state):
+                self._pending.add(key)
+            else:
+                self._pending.discard(key)
+
+    def _busy(self) -> bool:
+        return bool(self.app.rebalancing or self.app.tables.recovery.in_recovery)  # type: ignore[attr-defined]
+
     async def tick(self, *_app: Any) -> None:
-        """Translate the traces that settled; forget those idle past the retention (not while partitions move)."""
-        if self.app.rebalancing or self.app.tables.recovery.in_recovery:  # type: ignore[attr-defined]
+        """Translate the traces that settled (not while partitions move)."""
+        if self._busy():
             return
+        if self._pending is None:  # first tick after a start: the recovered table says which traces wait
+            self._pending = {k for k, v in self.table.items() if isinstance(v, dict) and pending(v)}
         now = time.time()
-        for key, state in list(self.table.items()):
-            if not isinstance(state, dict):
-                continue
-            if pending(state) and now - state["last"] >= self.settle_s:
+        for key in list(self._pending):
+            state = self.table.get(key)
+            if not isinstance(state, dict) or not pending(state):
+                self._pending.discard(key)
+            elif now - state["last"] >= self.settle_s:
                 result = step(state, (), now, scope=self.scope, settle_s=self.settle_s)
                 self.table[key] = result.state
-                await self._produce(key.decode() if isinstance(key, bytes) else str(key), result)
-            elif self.retention_s and now - state["last"] >= self.retention_s:
-                del self.table[key]
+                self._track(key, result.state)
+                await self._produce(key.decode(), result)
+
+    async def forget_idle(self, *_app: Any) -> None:
+        """Drop the traces unchanged for the retention (a tombstone each), as the fold forgets sessions."""
+        if not self.retention_s or self._busy():
+            return
+        now = time.time()
+        idle = [k for k, v in self.table.items() if isinstance(v, dict) and now - v["last"] >= self.retention_s]
+        for key in idle:
+            del self.table[key]
+            if self._pending is not None:
+                self._pending.discard(key)
+        if idle:
+            log.info("forgot %d OTLP trace(s) unchanged for %ds", len(idle), self.retention_s)
 
     async def _produce(self, trace: str, result: Translated) -> None:
         for e in result.events:
             fut = await self.app.producer.send(self.events_topic, e.session_id.encode(), encode_event(e),
                                                None, None, None)
-            cast(asyncio.Future[Any], fut).add_done_callback(_delivered)
+            cast(asyncio.Future[Any], fut).add_done_callback(self.delivered)
         s = self.stats
         s.events += len(result.events)
         s.unmapped += result.unmapped
@@ -122,13 +152,11 @@ class SpanTranslator:
             log.info("otlp trace %s: %d event(s) -> %s", trace, len(result.events), self.events_topic)
 
     async def _dead_letter(self, m: Any, reason: str) -> None:
-        from provstream.streams.app import dead_letter_headers
-
         self.stats.dead_letters += 1
         log.warning("otlp dead letter %s/%d@%d: %s", m.topic, m.partition, m.offset, reason)
         fut = await self.app.producer.send(self.dlq_topic, m.key, m.value, None, None,
-                                           dead_letter_headers(m, reason))
-        cast(asyncio.Future[Any], fut).add_done_callback(_delivered)
+                                           self.dead_letter_headers(m, reason))
+        cast(asyncio.Future[Any], fut).add_done_callback(self.delivered)
 
 
 def _by_trace(records: Sequence[Record]) -> dict[str, list[Record]]:
@@ -136,12 +164,6 @@ def _by_trace(records: Sequence[Record]) -> dict[str, list[Record]]:
     for r in records:
         out.setdefault(r["t"], []).append(r)
     return out
-
-
-def _delivered(delivery: Any) -> None:
-    from provstream.streams.app import _delivered as fold_delivered
-
-    fold_delivered(delivery)
 
 
 def attach(app: faust.App, settings: Settings) -> SpanTranslator:
@@ -156,7 +178,8 @@ def attach(app: faust.App, settings: Settings) -> SpanTranslator:
         app = faust.App(settings.worker_app_id, ...)
         attach(app, settings)
     """
-    from provstream.streams.app import _raw_topic
+    from provstream.streams.app import _delivered, _raw_topic, dead_letter_headers  # app imports this module
+    from provstream.streams.expiry import sweep_interval
 
     translator = SpanTranslator(
         app=app,
@@ -166,7 +189,11 @@ def attach(app: faust.App, settings: Settings) -> SpanTranslator:
         scope=Scope(settings.user, settings.collection),
         settle_s=settings.otlp_settle_ms / 1000,
         retention_s=float(settings.session_retention_s),
+        dead_letter_headers=dead_letter_headers,
+        delivered=_delivered,
     )
     app.agent(_raw_topic(app, settings.otlp_spans_topic), name="provstream-otlp-spans")(translator.per_message)
     app.timer(max(0.2, min(1.0, translator.settle_s / 4)), name="provstream-otlp-settle")(translator.tick)
+    if settings.session_retention_s > 0:
+        app.timer(sweep_interval(settings.session_retention_s), name="provstream-otlp-forget")(translator.forget_idle)
     return translator
