@@ -241,3 +241,48 @@ def test_the_documented_sdk_example_lands_in_neo4j(otlp: Settings, tmp_path: Pat
                 break
             time.sleep(0.5)
     assert {"What is 6*7?", "calculator", '{"expression": "6*7"}', "42"} <= values
+
+
+def _committed(settings: Settings, topic: str) -> int:
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    try:
+        offsets = admin.list_group_offsets(settings.worker_app_id).get(settings.worker_app_id, {})
+    finally:
+        admin.close()
+    return sum(o.offset for tp, o in offsets.items() if tp.topic == topic and o.offset > 0)
+
+
+def test_trace_state_survives_a_worker_restart(otlp: Settings, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The children reach one worker, the agent span its successor: the state comes back from the changelog."""
+    settings = replace(otlp, otlp_settle_ms=120_000)  # nothing may settle early: only the changelog can complete it
+    run = with_retrieval(RUNS[3], 0, DOCS)
+    collected = Collected()
+    with sdk_tracer(collected, settings) as tracer:
+        rec = emit_run(tracer, run, Clock())
+    want = fold_triples(expected_events(run, rec, settings, monkeypatch))
+    *children, agent = collected.spans
+    producer = KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+    env = env_for(replace(settings, stack_dir=tmp_path))
+    try:
+        with sink_process(settings):
+            with _process(["worker"], env, "provstream worker ready"):
+                for span in children:
+                    [(key, value)] = split_by_trace(encode_spans([span]))
+                    producer.send(settings.otlp_spans_topic, key=key, value=value)
+                producer.flush()
+                deadline = time.monotonic() + 60
+                while _committed(settings, settings.otlp_spans_topic) < len(children):
+                    assert time.monotonic() < deadline, "the first worker did not commit the children"
+                    time.sleep(0.5)
+            assert _scope(settings) == set()
+            with _process(["worker"], env, "provstream worker ready"):
+                [(key, value)] = split_by_trace(encode_spans([agent]))
+                producer.send(settings.otlp_spans_topic, key=key, value=value)
+                producer.flush()
+                got = _wait_for(settings, want, timeout=90)
+    finally:
+        producer.close()
+    assert isomorphic(to_graph(got), to_graph(want))
