@@ -221,7 +221,16 @@ def test_malformed_requests_are_refused_and_nothing_is_written(otlp: Settings) -
                 export(b"\xff\xff\xff", timeout=10)
             assert rpc.value.code() is grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
             assert "not an OTLP ExportTraceServiceRequest" in rpc.value.details()  # type: ignore[attr-defined]
-    assert end_offsets(otlp, otlp.otlp_spans_topic) == 0
+        request = urllib.request.Request(url, data=b"{}", headers={"Content-Type": "text/plain"}, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=10)
+        assert caught.value.code == 415
+        assert end_offsets(otlp, otlp.otlp_spans_topic) == 0
+        good = bad_json.replace(b'"traceId": "00"', b'"traceId": "5b8efff798038103d269b633813fc60d"')
+        request = urllib.request.Request(url, data=good, headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, timeout=10) as answer:  # OTLP/JSON: 2 traces -> 2 records
+            assert answer.status == 200 and json.loads(answer.read()) == {}
+        assert end_offsets(otlp, otlp.otlp_spans_topic) == 2
 
 
 def test_the_documented_sdk_example_lands_in_neo4j(otlp: Settings, tmp_path: Path) -> None:
