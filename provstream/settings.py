@@ -60,6 +60,12 @@ class Settings:
     llm_url: str = ""
     llm_model: str = ""
     llm_api_key: str = field(default="", repr=False)
+    otlp_spans_topic: str = "provstream.otlp_spans"  # OTLP ExportTraceServiceRequest per message, keyed by trace id
+    otlp_spans_dlq_topic: str = "provstream.otlp_spans.dlq"
+    otlp_host: str = "127.0.0.1"
+    otlp_grpc_port: int = 4317
+    otlp_http_port: int = 4318
+    otlp_settle_ms: int = 3000  # a trace whose spans came out of order is translated after this long without a span
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

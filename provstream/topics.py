@@ -74,6 +74,8 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
         NewTopic(settings.triples_topic, n, 1, topic_configs={**UNBOUNDED, **max_bytes}),
         NewTopic(settings.events_dlq_topic, 1, 1, topic_configs=UNBOUNDED),
         NewTopic(settings.triples_dlq_topic, 1, 1, topic_configs=UNBOUNDED),
+        NewTopic(settings.otlp_spans_topic, n, 1, topic_configs={**UNBOUNDED, **max_bytes}),
+        NewTopic(settings.otlp_spans_dlq_topic, 1, 1, topic_configs=UNBOUNDED),
     ]
 
 

@@ -56,7 +56,7 @@ from faust.types import EventT, StreamT
 from provstream import topics
 from provstream.core.fold import FoldState
 from provstream.settings import Settings
-from provstream.streams import faust_fence, faust_fixes, faust_speedups
+from provstream.streams import faust_fence, faust_fixes, faust_speedups, spans_agent
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
 from provstream.streams.expiry import TOUCHED, idle_keys, sweep_interval
 from provstream.streams.offload import FoldProcess, StateDict, from_wire
@@ -108,6 +108,7 @@ def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> 
     if settings.session_retention_s > 0:
         fold.retention_s = settings.session_retention_s
         app.timer(sweep_interval(settings.session_retention_s), name="provstream-forget-idle")(fold.forget_idle)
+    spans_agent.attach(app, settings)  # OTLP spans -> events (docs/otlp.md)
     return app
 
 

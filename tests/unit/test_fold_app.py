@@ -26,13 +26,13 @@ def test_the_app_is_built_from_settings_only(tmp_path: Path) -> None:
     table = app.tables[TABLE]
     assert table.use_partitioner and table.partitions == 3
     assert table.changelog_topic.get_topic_name() == "fold-x-sessions-changelog"
-    [agent] = app.agents.values()
+    [agent] = [a for a in app.agents.values() if a.name.endswith("provstream-fold")]  # beside the OTLP agent
     assert {t for t in agent.channel.topics} == {"ev"}
 
 
 def test_events_are_read_as_the_raw_bytes_on_the_wire(tmp_path: Path) -> None:
     app = create_app(replace(Settings(), events_topic="ev", stack_dir=tmp_path))
-    [agent] = app.agents.values()
+    [agent] = [a for a in app.agents.values() if a.name.endswith("provstream-fold")]  # beside the OTLP agent
     schema = agent.channel.schema
     def message(key: bytes | None, value: bytes | None) -> Message:
         return Message("ev", 0, 7, 0.0, 0, [], key, value, None)
