@@ -41,7 +41,7 @@ class App:
 APPS = (
     App("worker", ("supervise", "worker"), "provstream worker ready"),  # restarted when it exits 75
     App("sink", ("sink",), "provstream sink ready"),
-    App("otlp", ("otlp",), "provstream otlp ready"),  # OTLP receiver, docs/otlp.md
+    App("otlp", ("otlp",), "provstream otlp ready"),  # OTLP receiver, docs/integrations.md
 )
 
 

@@ -108,7 +108,7 @@ def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> 
     if settings.session_retention_s > 0:
         fold.retention_s = settings.session_retention_s
         app.timer(sweep_interval(settings.session_retention_s), name="provstream-forget-idle")(fold.forget_idle)
-    spans_agent.attach(app, settings)  # OTLP spans -> events (docs/otlp.md)
+    spans_agent.attach(app, settings)  # OTLP spans -> events (docs/integrations.md)
     return app
 
 

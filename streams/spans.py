@@ -7,7 +7,7 @@ derived from the trace id and span ids (a re-sent span changes nothing; a
 replay of the spans topic gives the same events).
 
 Mapping (GenAI semantic conventions, OpenInference equivalents in brackets;
-the table is in ``docs/otlp.md``):
+the table is in ``docs/integrations.md``):
 
 * every ``invoke_agent`` span [``AGENT``] is one agent session, id
   ``uuid5(NAMESPACE, "<trace id>/<span id>")``; scope from the resource

@@ -234,8 +234,8 @@ def test_malformed_requests_are_refused_and_nothing_is_written(otlp: Settings) -
 
 
 def test_the_documented_sdk_example_lands_in_neo4j(otlp: Settings, tmp_path: Path) -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "otlp.md").read_text()
-    example = doc.split("## Sending spans with the OpenTelemetry SDK", 1)[1].split("```python\n", 1)[1]
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    example = doc.split("### Sending spans with the OpenTelemetry SDK", 1)[1].split("```python\n", 1)[1]
     example = example.split("```", 1)[0]
     assert example.count("\n") <= 20
     example = example.replace('"127.0.0.1:4317"', f'"127.0.0.1:{otlp.otlp_grpc_port}"')

@@ -3,7 +3,7 @@
 Prints ``provstream otlp ready: ...`` on stdout once Kafka is reachable and both
 ports listen; a request is answered only once its spans are on
 ``provstream.otlp_spans``. The worker turns them into provstream events
-(``docs/otlp.md``). Stops on SIGTERM or SIGINT and exits 0.
+(``docs/integrations.md``). Stops on SIGTERM or SIGINT and exits 0.
 """
 
 from __future__ import annotations
