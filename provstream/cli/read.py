@@ -16,13 +16,12 @@ from provstream.connectors.neo4j.reader import TraceReader
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core import vocab as v
 from provstream.errors import ProvstreamError, TraceNotFound
-from provstream.read import render_json
 from provstream.read.follow import follow
+from provstream.read.formats import SHOW_FORMATS, render
 from provstream.read.listing import EMPTY, render_table, rows_json
 from provstream.read.live import TriplesTail
 from provstream.read.loader import load_trace
 from provstream.read.model import Trace
-from provstream.read.render_text import render_trace
 from provstream.settings import Settings
 
 
@@ -78,7 +77,8 @@ def show_parser() -> argparse.ArgumentParser:
                         "of one of its steps (e.g. .../i3, as Neo4j Browser and --format json show them): "
                         "the trace is shown with that step marked")
     add_scope(parser)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=SHOW_FORMATS, default="text",
+                        help="text, json, or a picture: mermaid, dot, html (one self-contained page)")
     parser.add_argument("--follow", action="store_true", help="then print this trace's new steps live (Ctrl-C stops)")
     return parser
 
@@ -109,10 +109,7 @@ def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> 
         print(f"{args.uri} is not recorded yet for user {user!r} in collection {collection!r}; waiting",
               file=sys.stderr)
         return None
-    if args.format == "json":
-        sys.stdout.write(render_json.dumps(trace))
-    else:
-        sys.stdout.write(render_trace(trace, terminal_width(), mark=mark))
+    sys.stdout.write(render(trace, args.format, width=terminal_width(), mark=mark))
     sys.stdout.flush()
     return trace
 
