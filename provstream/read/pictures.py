@@ -155,7 +155,7 @@ def _step_text(a: Analysis) -> str:
 
 # -- Mermaid ------------------------------------------------------------------------
 
-def _mermaid_label(text: str) -> str:
+def mermaid_label(text: str) -> str:
     short = truncate(" ".join(text.split()), LABEL)
     for char, entity in (("&", "#amp;"), ('"', "#quot;"), ("<", "#lt;"), (">", "#gt;")):
         short = short.replace(char, entity)
@@ -192,11 +192,11 @@ def mermaid_lines(d: Diagram, direction: str = "TD") -> list[str]:
 
 
 def _mermaid_cluster(c: Cluster, indent: str, *, top: bool = False) -> list[str]:
-    lines = [] if top else [f'{indent}subgraph {c.id}["{_mermaid_label(c.title)}"]']
+    lines = [] if top else [f'{indent}subgraph {c.id}["{mermaid_label(c.title)}"]']
     inner = indent if top else indent + "  "
     for n in c.nodes:
         left, right = _MERMAID_SHAPES.get(n.kind, ('["', '"]'))
-        lines.append(f"{inner}{n.id}{left}{_mermaid_label(n.label)}{right}")
+        lines.append(f"{inner}{n.id}{left}{mermaid_label(n.label)}{right}")
     for child in c.children:
         lines += _mermaid_cluster(child, inner)
     return lines if top else [*lines, f"{indent}end"]
