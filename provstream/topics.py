@@ -66,6 +66,21 @@ class PartitionMemo(dict[bytes, int]):
             self.partitions = partitions
 
 
+def partition_for(key: bytes, count: int) -> int:
+    """The partition the producers put ``key`` on: kafka-python's default partitioner (Java's murmur2).
+
+    :param key: the record key (a session id, encoded).
+    :param count: the topic's partition count.
+    :returns: the partition number.
+
+    >>> partition_for(b"s1", 1)
+    0
+    """
+    from kafka.partitioner.default import murmur2
+
+    return (murmur2(key) & 0x7FFFFFFF) % count
+
+
 def topic_specs(settings: Settings) -> list[NewTopic]:
     n = settings.partitions
     max_bytes = {"max.message.bytes": str(settings.max_message_bytes)}

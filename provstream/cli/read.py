@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from provstream.cli.guard import guarded
 from provstream.connectors.neo4j.reader import TraceReader
-from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core import vocab as v
 from provstream.errors import ProvstreamError, TraceNotFound
+from provstream.read.asof import add_as_of, moment_of, trace_sources
 from provstream.read.follow import follow
 from provstream.read.formats import SHOW_FORMATS, render
 from provstream.read.listing import EMPTY, render_table, rows_json
@@ -80,10 +80,13 @@ def show_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=SHOW_FORMATS, default="text",
                         help="text, json, or a picture: mermaid, dot, html (one self-contained page)")
     parser.add_argument("--follow", action="store_true", help="then print this trace's new steps live (Ctrl-C stops)")
+    add_as_of(parser)
     return parser
 
 
 def show_command(args: argparse.Namespace, settings: Settings) -> int:
+    if args.follow and moment_of(args) is not None:
+        raise ProvstreamError("--follow shows the trace live; it cannot be combined with --as-of / --as-of-offset")
     if not args.follow:
         _show(args, settings, waiting_ok=False)
         return 0
@@ -101,7 +104,7 @@ def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> 
     user, collection = scope(args, settings)
     question, mark = question_of(args.uri)
     try:
-        with Neo4jStore(settings) as store, TraceReader(settings) as reader:
+        with trace_sources(settings, moment_of(args)) as (store, reader):
             trace = load_trace(store, reader, question, user=user, collection=collection)
     except TraceNotFound:
         if not waiting_ok:

@@ -3,7 +3,9 @@
 Turtle, TriG, N-Quads and JSON-LD (TriG / N-Quads / JSON-LD in the named graph
 ``urn:graph:retrieval``) parse back to the stored graph; PROV-N and PROV-JSON
 go through the ``prov`` package. ``--strict-prov`` writes the mapping of
-docs/export.md that passes the PROV constraints.
+docs/export.md that passes the PROV constraints. An agent trace comes with
+the sub-traces its steps called (``--no-subtraces`` leaves them out);
+``--as-of`` / ``--as-of-offset`` export the trace as the graph held it then.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.errors import ProvstreamError
+from provstream.read.asof import add_as_of, moment_of, trace_sources
+from provstream.read.collect import trace_with_subtraces
 from provstream.read.export import FORMATS, export
 from provstream.settings import Settings
 
@@ -30,17 +34,25 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", required=True, choices=FORMATS)
     parser.add_argument("--strict-prov", action="store_true",
                         help="map derivations from activities so the output passes the PROV constraints")
+    parser.add_argument("--no-subtraces", action="store_true",
+                        help="leave out the sub-traces an agent trace's steps called (inlined by default)")
+    add_as_of(parser)
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     user, collection = args.user or settings.user, args.collection or settings.collection
-    with Neo4jStore(settings) as store:
-        if args.all:
+    moment = moment_of(args)
+    if args.all and moment is not None:
+        raise ProvstreamError("--as-of / --as-of-offset export one trace (a URI), not --all")
+    if args.all:
+        with Neo4jStore(settings) as store:
             triples = store.scope_triples(user=user, collection=collection)
-        else:
-            triples = store.trace_triples(args.uri, user=user, collection=collection)
+    else:
+        with trace_sources(settings, moment) as (source, reader):
+            triples, _ = trace_with_subtraces(source, reader, args.uri, user=user, collection=collection,
+                                              subtraces=not args.no_subtraces)
     text = export(triples, args.format, strict=args.strict_prov)
     if args.output is None:
         sys.stdout.write(text)
