@@ -202,3 +202,13 @@ RETURN q.iri AS iri
 ORDER BY q.iri
 LIMIT 1
 """
+
+# provstream check: the scope's sessions that are still open or concluded with missing steps.
+CHECK_SESSIONS: Final[LiteralString] = """
+MATCH (q:Resource)
+WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph AND q.status IN $statuses
+RETURN q.iri AS iri, q.session AS session, q.mechanism AS mechanism, q.query AS query,
+       q.startedAtTime AS time, q.status AS status, q.steps AS steps, q.expectedSteps AS expected,
+       q.lateSteps AS late, q.missingSteps AS missing
+ORDER BY q.iri
+"""
