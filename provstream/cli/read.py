@@ -18,6 +18,7 @@ from provstream.errors import ProvstreamError, TraceNotFound
 from provstream.read.asof import add_as_of, moment_of, trace_sources
 from provstream.read.follow import follow
 from provstream.read.formats import SHOW_FORMATS, render
+from provstream.read.lineage_cli import add_lineage, check_lineage_args
 from provstream.read.listing import EMPTY, render_table, rows_json
 from provstream.read.live import TriplesTail
 from provstream.read.loader import load_trace
@@ -80,11 +81,14 @@ def show_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=SHOW_FORMATS, default="text",
                         help="text, json, or a picture: mermaid, dot, html (one self-contained page)")
     parser.add_argument("--follow", action="store_true", help="then print this trace's new steps live (Ctrl-C stops)")
+    parser.add_argument("--lineage", action="store_true", help="also print where each step came from: the "
+                        "events-topic and triples-topic partition:offset (text and json)")
     add_as_of(parser)
     return parser
 
 
 def show_command(args: argparse.Namespace, settings: Settings) -> int:
+    check_lineage_args(args, moment_of(args))
     if args.follow and moment_of(args) is not None:
         raise ProvstreamError("--follow shows the trace live; it cannot be combined with --as-of / --as-of-offset")
     if not args.follow:
@@ -112,7 +116,8 @@ def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> 
         print(f"{args.uri} is not recorded yet for user {user!r} in collection {collection!r}; waiting",
               file=sys.stderr)
         return None
-    sys.stdout.write(render(trace, args.format, width=terminal_width(), mark=mark))
+    text = render(trace, args.format, width=terminal_width(), mark=mark)
+    sys.stdout.write(add_lineage(text, args, settings, trace, user, collection) if args.lineage else text)
     sys.stdout.flush()
     return trace
 

@@ -274,7 +274,8 @@ def diff_mermaid(d: TraceDiff) -> str:
             lines.append(f'    {side}_end(["Answer: {mermaid_label(answer)}"])')
             lines.append(f"    {prev} --> {side}_end")
         lines.append("  end")
-    same, differ = [], []
+    same: list[str] = []
+    differ: list[str] = []
     for n, s in enumerate(d.steps):
         if s.a is not None and s.b is not None:
             lines.append(f"  a_{n} {'===' if s.same else '-. differs .-'} b_{n}")

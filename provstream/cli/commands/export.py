@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from provstream.connectors.neo4j.store import Neo4jStore
+from provstream.core.triples import Triple
 from provstream.errors import ProvstreamError
-from provstream.read.asof import add_as_of, moment_of, trace_sources
+from provstream.read.asof import AsOf, add_as_of, moment_of, trace_sources
 from provstream.read.collect import trace_with_subtraces
 from provstream.read.export import FORMATS, export
+from provstream.read.lineage import lineage_triples
 from provstream.settings import Settings
 
 
@@ -36,6 +38,9 @@ def register(subparsers: Any) -> None:
                         help="map derivations from activities so the output passes the PROV constraints")
     parser.add_argument("--no-subtraces", action="store_true",
                         help="leave out the sub-traces an agent trace's steps called (inlined by default)")
+    parser.add_argument("--with-lineage", action="store_true",
+                        help="add each node's Kafka offsets as PROV statements in the named graph "
+                        "urn:graph:provstream:lineage (trig, nquads, jsonld)")
     add_as_of(parser)
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     parser.set_defaults(func=run)
@@ -44,6 +49,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     user, collection = args.user or settings.user, args.collection or settings.collection
     moment = moment_of(args)
+    triples: set[Triple]
+    inlined: list[str] = []
     if args.all and moment is not None:
         raise ProvstreamError("--as-of / --as-of-offset export one trace (a URI), not --all")
     if args.all:
@@ -51,9 +58,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             triples = store.scope_triples(user=user, collection=collection)
     else:
         with trace_sources(settings, moment) as (source, reader):
-            triples, _ = trace_with_subtraces(source, reader, args.uri, user=user, collection=collection,
-                                              subtraces=not args.no_subtraces)
-    text = export(triples, args.format, strict=args.strict_prov)
+            triples, inlined = trace_with_subtraces(source, reader, args.uri, user=user, collection=collection,
+                                                    subtraces=not args.no_subtraces)
+    lineage = _lineage(args, settings, user, collection, moment, [] if args.all else [args.uri, *inlined])
+    text = export(triples, args.format, strict=args.strict_prov, lineage=lineage)
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -62,3 +70,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     except OSError as exc:
         raise ProvstreamError(f"cannot write {args.output}: {exc}") from exc
     return 0
+
+
+def _lineage(args: argparse.Namespace, settings: Settings, user: str, collection: str, moment: AsOf | None,
+             questions: list[str]) -> set[Triple]:
+    if not args.with_lineage:
+        return set()
+    if moment is not None or args.all:
+        raise ProvstreamError("--with-lineage exports the live graph's offsets of one trace: not with --all or --as-of")
+    found: dict[str, Any] = {}
+    with Neo4jStore(settings) as store:
+        for question in questions:
+            found.update(store.lineage(question, user=user, collection=collection))
+    return lineage_triples(found, events_topic=settings.events_topic, triples_topic=settings.triples_topic)
