@@ -40,12 +40,12 @@ from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from provstream.codec import records as wire
-from provstream.connectors.neo4j.rows import triple_count
+from provstream.connectors.neo4j.rows import lineage_rows, triple_count
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import StepTriples
 from provstream.errors import DecodeError, DeliveryFailed, ProvstreamError, StoreError, StoreUnavailable
 from provstream.settings import Settings
-from provstream.topics import dead_letter_headers
+from provstream.topics import dead_letter_headers, source_of
 
 log = logging.getLogger("provstream.sink")
 
@@ -259,6 +259,8 @@ class Sink:
         messages = [msg for _, msg in items]
         began = time.monotonic()
         self.stats.rows += self.store.write(messages)
+        self.store.write_lineage([row for record, msg in items for row in lineage_rows(
+            msg, source_of(record.headers), (record.partition, record.offset))])
         self.stats.triples += triple_count(messages)
         log.info("wrote %d messages (%d triples) in %.2f s", len(messages), triple_count(messages),
                  time.monotonic() - began)

@@ -42,6 +42,31 @@ def dead_letter_headers(topic: str, partition: int, offset: int, reason: str,
             *((name, str(value).encode()) for name, value in zip(SOURCE_HEADERS, source, strict=True))]
 
 
+def lineage_headers(topic: str, partition: int, offset: int) -> list[tuple[str, bytes]]:
+    """The headers of a triples record naming the events record it was folded from (offset lineage).
+
+    The same ``provstream.source.*`` names a dead-letter record carries.
+
+    >>> lineage_headers("provstream.events", 1, 7)[2]
+    ('provstream.source.offset', b'7')
+    """
+    return [(name, str(value).encode()) for name, value in zip(SOURCE_HEADERS, (topic, partition, offset),
+                                                               strict=True)]
+
+
+def source_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[int, int] | None:
+    """The (partition, offset) of the events record a triples record was folded from, if its headers say.
+
+    >>> source_of(lineage_headers("provstream.events", 1, 7))
+    (1, 7)
+    """
+    found = dict(headers or ())
+    try:
+        return int(found[SOURCE_HEADERS[1]]), int(found[SOURCE_HEADERS[2]])
+    except (KeyError, ValueError):
+        return None
+
+
 class PartitionMemo(dict[bytes, int]):
     """The partition of each key, computed once per key (murmur2 is pure Python; a session's key repeats).
 
@@ -64,6 +89,21 @@ class PartitionMemo(dict[bytes, int]):
         if partitions != self.partitions or len(self) > self.limit:
             self.clear()
             self.partitions = partitions
+
+
+def partition_for(key: bytes, count: int) -> int:
+    """The partition the producers put ``key`` on: kafka-python's default partitioner (Java's murmur2).
+
+    :param key: the record key (a session id, encoded).
+    :param count: the topic's partition count.
+    :returns: the partition number.
+
+    >>> partition_for(b"s1", 1)
+    0
+    """
+    from kafka.partitioner.default import murmur2
+
+    return (murmur2(key) & 0x7FFFFFFF) % count
 
 
 def topic_specs(settings: Settings) -> list[NewTopic]:

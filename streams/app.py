@@ -305,7 +305,9 @@ class _Fold:
             self.table[session_id.encode()] = state
 
     async def _publish(self, batch: Sequence[EventT], outcomes: Sequence[Outcome]) -> None:
-        triples = [(o.session_id.encode(), o.triples) for o in outcomes if isinstance(o, Accepted)]
+        triples = [(o.session_id.encode(), o.triples,  # the headers name the event: offset lineage
+                    topics.lineage_headers(e.message.topic, e.message.partition, e.message.offset))
+                   for e, o in zip(batch, outcomes, strict=True) if isinstance(o, Accepted)]
         for delivery in await self._publisher().publish(triples):
             delivery.add_done_callback(_delivered)
         for event, outcome in zip(batch, outcomes, strict=True):

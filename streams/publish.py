@@ -17,6 +17,8 @@ from typing import Any
 
 from provstream.topics import PartitionMemo
 
+Headers = list[tuple[str, bytes]]
+
 
 class BatchPublisher:
     """Sends ``(key, value)`` records to ``topic`` through an ``AIOKafkaProducer``, batched per partition."""
@@ -26,20 +28,23 @@ class BatchPublisher:
         self._topic = topic
         self._memo = PartitionMemo()
 
-    async def publish(self, records: Iterable[tuple[bytes, bytes]]) -> list[asyncio.Future[Any]]:
-        """Queue ``records`` for delivery in their order per partition; one delivery future per record batch."""
+    async def publish(self, records: Iterable[tuple[bytes, bytes] | tuple[bytes, bytes, Headers]]
+                      ) -> list[asyncio.Future[Any]]:
+        """Queue ``records`` (key, value[, headers]) for delivery in their order per partition; one delivery
+        future per record batch."""
         await self._refresh_partitions()
         open_batches: dict[int, Any] = {}
         deliveries = []
-        for key, value in records:
+        for key, value, *rest in records:
+            headers: Headers = rest[0] if rest else []
             partition = self._partition(key)
             batch = open_batches.get(partition)
             if batch is None:
                 batch = open_batches[partition] = self._producer.create_batch()
-            if batch.append(timestamp=None, key=key, value=value) is None:  # full: send it, start another
+            if batch.append(timestamp=None, key=key, value=value, headers=headers) is None:  # full: send, start anew
                 deliveries.append(await self._submit(batch, partition))
                 batch = open_batches[partition] = self._producer.create_batch()
-                if batch.append(timestamp=None, key=key, value=value) is None:
+                if batch.append(timestamp=None, key=key, value=value, headers=headers) is None:
                     raise ValueError(f"a {len(value)}-byte record does not fit in an empty record batch")
         for partition, batch in open_batches.items():
             deliveries.append(await self._submit(batch, partition))

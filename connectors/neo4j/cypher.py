@@ -202,3 +202,33 @@ RETURN q.iri AS iri
 ORDER BY q.iri
 LIMIT 1
 """
+
+# provstream check: the scope's sessions that are still open or concluded with missing steps.
+CHECK_SESSIONS: Final[LiteralString] = """
+MATCH (q:Resource)
+WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph AND q.status IN $statuses
+RETURN q.iri AS iri, q.session AS session, q.mechanism AS mechanism, q.query AS query,
+       q.startedAtTime AS time, q.status AS status, q.steps AS steps, q.expectedSteps AS expected,
+       q.lateSteps AS late, q.missingSteps AS missing
+ORDER BY q.iri
+"""
+
+# Offset lineage: where each node came from (the first event and triples record that wrote it is kept).
+SET_LINEAGE: Final[LiteralString] = """
+UNWIND $rows AS row
+MATCH (n:Resource {iri: row.iri})
+WHERE n.graph = $graph
+SET n.eventPartition = coalesce(n.eventPartition, row.eventPartition),
+    n.eventOffset = coalesce(n.eventOffset, row.eventOffset),
+    n.triplesPartition = coalesce(n.triplesPartition, row.triplesPartition),
+    n.triplesOffset = coalesce(n.triplesOffset, row.triplesOffset)
+"""
+
+SESSION_LINEAGE: Final[LiteralString] = """
+MATCH (n:Resource {session: $session})
+WHERE n.user = $user AND n.collection = $collection AND n.graph = $graph AND n.mechanism = $mechanism
+  AND (n.eventOffset IS NOT NULL OR n.triplesOffset IS NOT NULL)
+RETURN n.iri AS iri, n.eventPartition AS eventPartition, n.eventOffset AS eventOffset,
+       n.triplesPartition AS triplesPartition, n.triplesOffset AS triplesOffset
+ORDER BY n.iri
+"""

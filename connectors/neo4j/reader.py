@@ -42,6 +42,15 @@ class TraceReader(DriverOwner):
                              user=user, collection=collection)
         return str(records[0]["iri"]) if records else None
 
+    def unfinished(self, *, user: str, collection: str) -> list[dict[str, Any]]:
+        """Every session of the scope still open or concluded with missing steps (``provstream check``).
+
+        :returns: one record per Question: ``iri``, ``session``, ``mechanism``, ``query``, ``time``,
+            ``status`` (``open`` / ``incomplete``), ``steps``, ``expected``, ``late``, ``missing``.
+        """
+        return self._read("checking the scope", q.CHECK_SESSIONS, user=user, collection=collection,
+                          statuses=["open", "incomplete"])
+
     def _read(self, action: str, query: LiteralString, **params: Any) -> list[dict[str, Any]]:
         if self._driver is None:
             raise StoreError("TraceReader is not open: call open() or use it as a context manager")

@@ -182,3 +182,19 @@ def _present(**values: Any) -> Row:
 
 def triple_count(batch: Iterable[StepTriples]) -> int:
     return sum(len(msg.triples) for msg in batch)
+
+
+def lineage_rows(msg: StepTriples, event: tuple[int, int] | None,
+                 triples: tuple[int, int] | None) -> list[Row]:
+    """Offset lineage rows for the nodes a message's triples describe (pure).
+
+    :param msg: the triples message.
+    :param event: (partition, offset) of the events record it was folded from, if known.
+    :param triples: (partition, offset) of the triples record that carried it, if known.
+    :returns: one row per subject IRI, for :meth:`Neo4jStore.write_lineage`.
+    """
+    ep, eo = event if event is not None else (None, None)
+    tp, to = triples if triples is not None else (None, None)
+    subjects = dict.fromkeys(t.s.value for t in msg.triples)
+    return [{"iri": iri, "eventPartition": ep, "eventOffset": eo, "triplesPartition": tp, "triplesOffset": to}
+            for iri in subjects]

@@ -9,7 +9,7 @@ everything else :class:`StoreError`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
 from neo4j import ManagedTransaction
@@ -57,6 +57,30 @@ class Neo4jStore(DriverOwner):
             return 0
         with translated(f"writing {len(batch)} triples messages"), self._session() as session:
             return session.execute_write(_write_rows, rows)
+
+    def write_lineage(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Record on each node where it came from: ``{"iri", "eventPartition", "eventOffset",
+        "triplesPartition", "triplesOffset"}`` per row (``None`` where unknown; the first value kept).
+
+        Example: ``store.write_lineage(lineage_rows(msg, (0, 41), (0, 40)))``.
+        """
+        if not rows:
+            return
+        with translated(f"recording the lineage of {len(rows)} nodes"), self._session() as session:
+            session.execute_write(lambda tx: tx.run(q.SET_LINEAGE, rows=list(rows), graph=v.GRAPH).consume())
+
+    def lineage(self, question_iri: str, *, user: str, collection: str) -> dict[str, dict[str, int | None]]:
+        """The recorded lineage of every node of the trace, by IRI (nodes without any are left out)."""
+        with translated(f"reading the lineage of {question_iri}"), self._session() as session:
+            found = session.execute_read(_single, q.FIND_QUESTION, iri=question_iri, user=user,
+                                         collection=collection, graph=v.GRAPH)
+            if found is None or found["session"] is None:
+                raise TraceNotFound(f"no trace {question_iri} for user {user!r} in collection {collection!r}")
+            records = session.execute_read(
+                lambda tx: [r.data() for r in tx.run(q.SESSION_LINEAGE, session=found["session"],
+                                                     mechanism=found["mechanism"], user=user,
+                                                     collection=collection, graph=v.GRAPH)])
+        return {r.pop("iri"): r for r in records}
 
     # -- read -------------------------------------------------------------------
 

@@ -13,16 +13,16 @@ from collections.abc import Sequence
 
 from provstream.cli.guard import guarded
 from provstream.connectors.neo4j.reader import TraceReader
-from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core import vocab as v
 from provstream.errors import ProvstreamError, TraceNotFound
-from provstream.read import render_json
+from provstream.read.asof import add_as_of, moment_of, trace_sources
 from provstream.read.follow import follow
+from provstream.read.formats import SHOW_FORMATS, render
+from provstream.read.lineage_cli import add_lineage, check_lineage_args
 from provstream.read.listing import EMPTY, render_table, rows_json
 from provstream.read.live import TriplesTail
 from provstream.read.loader import load_trace
 from provstream.read.model import Trace
-from provstream.read.render_text import render_trace
 from provstream.settings import Settings
 
 
@@ -78,12 +78,19 @@ def show_parser() -> argparse.ArgumentParser:
                         "of one of its steps (e.g. .../i3, as Neo4j Browser and --format json show them): "
                         "the trace is shown with that step marked")
     add_scope(parser)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=SHOW_FORMATS, default="text",
+                        help="text, json, or a picture: mermaid, dot, html (one self-contained page)")
     parser.add_argument("--follow", action="store_true", help="then print this trace's new steps live (Ctrl-C stops)")
+    parser.add_argument("--lineage", action="store_true", help="also print where each step came from: the "
+                        "events-topic and triples-topic partition:offset (text and json)")
+    add_as_of(parser)
     return parser
 
 
 def show_command(args: argparse.Namespace, settings: Settings) -> int:
+    check_lineage_args(args, moment_of(args))
+    if args.follow and moment_of(args) is not None:
+        raise ProvstreamError("--follow shows the trace live; it cannot be combined with --as-of / --as-of-offset")
     if not args.follow:
         _show(args, settings, waiting_ok=False)
         return 0
@@ -101,7 +108,7 @@ def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> 
     user, collection = scope(args, settings)
     question, mark = question_of(args.uri)
     try:
-        with Neo4jStore(settings) as store, TraceReader(settings) as reader:
+        with trace_sources(settings, moment_of(args)) as (store, reader):
             trace = load_trace(store, reader, question, user=user, collection=collection)
     except TraceNotFound:
         if not waiting_ok:
@@ -109,10 +116,8 @@ def _show(args: argparse.Namespace, settings: Settings, *, waiting_ok: bool) -> 
         print(f"{args.uri} is not recorded yet for user {user!r} in collection {collection!r}; waiting",
               file=sys.stderr)
         return None
-    if args.format == "json":
-        sys.stdout.write(render_json.dumps(trace))
-    else:
-        sys.stdout.write(render_trace(trace, terminal_width(), mark=mark))
+    text = render(trace, args.format, width=terminal_width(), mark=mark)
+    sys.stdout.write(add_lineage(text, args, settings, trace, user, collection) if args.lineage else text)
     sys.stdout.flush()
     return trace
 

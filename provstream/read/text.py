@@ -101,6 +101,11 @@ class VisibleWriter:
     def write(self, text: str) -> int:
         return self._stream.write(text.translate(VISIBLE))
 
+    @property
+    def raw(self) -> TextIO:
+        """The wrapped stream, for text already made visible that adds its own escapes (colours)."""
+        return self._stream
+
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)

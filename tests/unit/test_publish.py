@@ -18,7 +18,7 @@ class FakeBatch:
     records: list[tuple[bytes, bytes]] = field(default_factory=list)
     closed: bool = False
 
-    def append(self, *, timestamp: Any, key: bytes, value: bytes) -> object | None:
+    def append(self, *, timestamp: Any, key: bytes, value: bytes, headers: Any = ()) -> object | None:
         assert timestamp is None and not self.closed
         if self.records and sum(len(v) for _, v in self.records) + len(value) > self.limit:
             return None

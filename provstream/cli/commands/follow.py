@@ -1,4 +1,8 @@
-"""``provstream follow``: print every step of a user and collection live, as it reaches the triples topic.
+"""``provstream follow [URI]``: print every step of a user and collection live, as it reaches the triples topic.
+
+With ``URI`` (a trace's question IRI), only that trace's steps, and under the
+step that called it each sub-trace's steps (a RAG session or another agent),
+indented, as they arrive.
 
 A consumer without a consumer group (nothing committed); starts at the end of
 the topic unless ``--from-beginning``; runs until Ctrl-C (exit 0).
@@ -10,7 +14,7 @@ import argparse
 import sys
 from typing import Any
 
-from provstream.cli.read import terminal_width
+from provstream.cli.read import question_of, terminal_width
 from provstream.read.follow import follow
 from provstream.read.live import TriplesTail
 from provstream.settings import Settings
@@ -18,6 +22,8 @@ from provstream.settings import Settings
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("follow", help="print steps live as they happen", description=__doc__)
+    parser.add_argument("uri", nargs="?", metavar="URI",
+                        help="follow only this trace (question IRI) and the sub-traces its steps call")
     parser.add_argument("-U", "--user", help="user (default: trustgraph)")
     parser.add_argument("-C", "--collection", help="collection (default: default)")
     parser.add_argument("--from-beginning", action="store_true", help="start at the oldest step kept")
@@ -26,7 +32,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     user, collection = args.user or settings.user, args.collection or settings.collection
+    question = None if args.uri is None else question_of(args.uri)[0]
     with TriplesTail(settings, from_beginning=args.from_beginning) as tail:
-        print(f"following {settings.triples_topic} for user {user!r} collection {collection!r}; Ctrl-C to stop",
+        what = settings.triples_topic if question is None else f"{question} and its sub-traces"
+        print(f"following {what} for user {user!r} collection {collection!r}; Ctrl-C to stop",
               file=sys.stderr, flush=True)
-        return follow(tail, sys.stdout, user=user, collection=collection, width=terminal_width())
+        return follow(tail, sys.stdout, user=user, collection=collection, question=question, width=terminal_width())
