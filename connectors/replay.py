@@ -96,17 +96,22 @@ class ReplayStats:
 
 # -- argument parsing (pure) -------------------------------------------------------
 
-def parse_offset(text: str) -> tuple[int, int]:
-    """``"2:1500"`` -> ``(2, 1500)``."""
+def parse_offset(text: str, option: str = "--from-offset") -> tuple[int, int]:
+    """A ``PARTITION:OFFSET`` position: ``"2:1500"`` -> ``(2, 1500)``.
+
+    :param text: what the user gave.
+    :param option: the option it came from, for the error message.
+    :raises ConfigError: not two non-negative numbers around a colon.
+    """
     partition, sep, offset = text.partition(":")
     try:
         if not sep:
             raise ValueError(text)
         p, o = int(partition), int(offset)
     except ValueError as exc:
-        raise ConfigError(f"--from-offset wants PARTITION:OFFSET, got {text!r}") from exc
+        raise ConfigError(f"{option} wants PARTITION:OFFSET (e.g. 0:1500), got {text!r}") from exc
     if p < 0 or o < 0:
-        raise ConfigError(f"--from-offset wants non-negative numbers, got {text!r}")
+        raise ConfigError(f"{option} wants non-negative numbers, got {text!r}")
     return p, o
 
 

@@ -36,6 +36,7 @@ from kafka.errors import KafkaError
 from provstream.codec import records as wire
 from provstream.connectors.neo4j.reader import TraceReader
 from provstream.connectors.neo4j.store import Neo4jStore
+from provstream.connectors.replay import parse_offset
 from provstream.core import vocab as v
 from provstream.core.fold import FoldState, fold
 from provstream.core.triples import StepTriples, Triple
@@ -72,16 +73,7 @@ class AsOf:
                     from exc
             return cls(time=moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC))
         assert offset is not None
-        partition, sep, number = offset.partition(":")
-        try:
-            if not sep:
-                raise ValueError(offset)
-            p, o = int(partition), int(number)
-        except ValueError as exc:
-            raise ConfigError(f"--as-of-offset wants PARTITION:OFFSET (e.g. 0:1500), got {offset!r}") from exc
-        if p < 0 or o < 0:
-            raise ConfigError(f"--as-of-offset wants non-negative numbers, got {offset!r}")
-        return cls(offset=(p, o))
+        return cls(offset=parse_offset(offset, "--as-of-offset"))
 
     def describe(self) -> str:
         if self.time is not None:
