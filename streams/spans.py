@@ -341,8 +341,9 @@ def _session_events(trace: str, spans: Mapping[str, Record], children: Mapping[s
     answer = agent_answer if agent_answer is not None else (final_text or "")
 
     conversation = _str(a["a"].get("gen_ai.conversation.id", a["a"].get("session.id"))) or None
-    name = _str(a["a"].get("gen_ai.agent.name", a["a"].get("agent.name"))) or None
-    events = [_event(sid, "question", 0, a["s"], ev.AgentQuestion(question, conversation, name), user, collection)]
+    agent_name = _str(a["a"].get("gen_ai.agent.name", a["a"].get("agent.name"))) or None
+    events = [_event(sid, "question", 0, a["s"], ev.AgentQuestion(question, conversation, agent_name), user,
+                     collection)]
     subs: list[ev.Event] = []
     for n, s in enumerate(steps, start=1):
         subtrace = None
