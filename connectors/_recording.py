@@ -132,6 +132,7 @@ class RunRecorder:
         self._previous: list[int] = []  # steps of the last completed turn (the current turn derives from them)
         self._current: list[int] = []  # steps of the current turn
         self.finished = False
+        self.answer: str | None = None  # the Conclusion's text, once finished
 
     def model_started(self) -> None:
         """A model call begins: a held-back text turn was not the final answer, so it becomes a thought-only step."""
@@ -158,8 +159,12 @@ class RunRecorder:
                 self._pending = text
 
     def tool_step(self, action: str, arguments: Mapping[str, Any] | None, observation: str,
-                  subtrace: DocRagSession | GraphRagSession | NullSession | None = None) -> str:
-        """Record one tool call of the current turn (thought = the turn's text); return its Analysis IRI."""
+                  subtrace: AgentSession | DocRagSession | GraphRagSession | NullSession | None = None) -> str:
+        """Record one tool call of the current turn (thought = the turn's text); return its Analysis IRI.
+
+        ``subtrace`` is the session the tool ran: a Document RAG query, or another agent (its run
+        should be finished first, so the step's sub-trace has its Conclusion).
+        """
         with self._lock:
             iri = self._step(thought=self._thought, action=action, arguments=arguments, observation=observation,
                              subtrace=subtrace)
@@ -179,6 +184,7 @@ class RunRecorder:
                 final, self._pending = self._pending, None
             else:
                 final = answer or ""
+            self.answer = final
             return self.session.conclude(final)
 
     # -- internals ---------------------------------------------------------

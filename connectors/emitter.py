@@ -104,8 +104,29 @@ class Emitter:
     # -- sessions --------------------------------------------------------
 
     def agent(self, question: str, *, user: str | None = None, collection: str | None = None,
-              session_id: str | None = None) -> AgentSession | NullSession:
-        return self._open(AgentSession, question, user, collection, session_id)
+              session_id: str | None = None, conversation_id: str | None = None,
+              agent_name: str | None = None) -> AgentSession | NullSession:
+        """Open an agent session: record its Question at once and return the session.
+
+        :param question: what the agent was asked (``tg:query``).
+        :param user: the session's user (default: the settings').
+        :param collection: the session's collection (default: the settings').
+        :param session_id: the session id (default: a fresh UUID); ``""`` records nothing (a :class:`NullSession`).
+        :param conversation_id: the conversation or thread the session belongs to (``tg:conversationId``
+            on the Question); ``None`` or ``""``: none.
+        :param agent_name: the name of the agent that answers (``tg:agentName`` on the Question);
+            ``None`` or ``""``: none.
+        :returns: the :class:`AgentSession` (``uri`` ``urn:trustgraph:agent:{session_id}``).
+        :raises InvalidStep: a value of the wrong type or a bad session id (nothing recorded).
+
+        >>> from provstream.connectors.transport import MemoryTransport
+        >>> with Emitter(Settings(), transport=MemoryTransport()) as emitter:
+        ...     emitter.agent("q", session_id="s1", conversation_id="thread-7", agent_name="researcher").uri
+        'urn:trustgraph:agent:s1'
+        """
+        extra = {"conversation_id": _optional_text("conversation_id", conversation_id),
+                 "agent_name": _optional_text("agent_name", agent_name)}
+        return self._open(AgentSession, question, user, collection, session_id, extra)
 
     def docrag(self, question: str, *, user: str | None = None, collection: str | None = None,
                session_id: str | None = None) -> DocRagSession | NullSession:
@@ -116,13 +137,13 @@ class Emitter:
         return self._open(GraphRagSession, question, user, collection, session_id)
 
     def _open(self, cls: Any, question: str, user: str | None, collection: str | None,
-              session_id: str | None) -> Any:
+              session_id: str | None, extra: Mapping[str, str | None] | None = None) -> Any:
         if session_id == "":
             return NullSession(cls.mechanism)
         session = cls(self, _text("session_id", session_id or new_uuid()),
                       _text("user", self.settings.user if user is None else user),
                       _text("collection", self.settings.collection if collection is None else collection))
-        session._emit(cls.question_type(_text("question", question)))
+        session._emit(cls.question_type(_text("question", question), **(extra or {})))
         return session
 
     def _send(self, event: ev.Event) -> None:
@@ -326,6 +347,13 @@ def _text(name: str, value: Any) -> str:
     return value
 
 
+def _optional_text(name: str, value: Any) -> str | None:
+    """An optional text: ``None`` for ``None`` or ``""`` (nothing recorded), else the string."""
+    if value is None or value == "":
+        return None
+    return _text(name, value)
+
+
 def _count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidStep(f"{name} must be a non-negative integer, got {value!r}")
@@ -405,7 +433,7 @@ def _iteration_bound(p: ev.AgentIteration) -> int:
 
 
 _PAYLOAD_BOUND: dict[type, Any] = {
-    ev.AgentQuestion: lambda p: 10 + 4 * len(p.query),
+    ev.AgentQuestion: lambda p: 30 + 4 * (len(p.query) + len(p.conversation_id or "") + len(p.agent_name or "")),
     ev.GraphRagQuestion: lambda p: 10 + 4 * len(p.query),
     ev.DocRagQuestion: lambda p: 10 + 4 * len(p.query),
     ev.AgentIteration: _iteration_bound,

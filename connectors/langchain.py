@@ -27,9 +27,13 @@ Mapping (see ``docs/integrations.md``):
 * a retriever run inside a tool is a Document RAG session (question = the
   query, chunks = the documents' ids, synthesis = the tool output) linked as
   the step's sub-trace;
-* an agent run (a graph invoked with ``messages``) inside a tool is recorded as
-  an agent session of its own; ``handler.links`` pairs the tool step with it
-  (the event contract has no agent sub-trace link yet).
+* an agent run (a graph invoked with ``messages``) inside a tool is an agent
+  session of its own (its Question, steps and Conclusion) and the tool step's
+  agent sub-trace: the step derives from its Conclusion (a nested agent wins
+  over a retriever in the same tool; ``handler.links`` lists every nested run);
+* an agent run's name (``create_agent(..., name=...)``, ``with_config(run_name=...)``)
+  is its Question's ``agent_name``, unless it is LangGraph's default
+  ``LangGraph`` or a ``Runnable...`` class name.
 
 Callbacks only append to the emitter's in-process buffer (no network on the
 agent's thread), never raise into the agent (a failure is logged once and
@@ -52,7 +56,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 
 from provstream.connectors._recording import RECENT, Guard, Recent, RunRecorder, error_text, json_arguments
-from provstream.connectors.emitter import DocRagSession, Emitter, NullSession
+from provstream.connectors.emitter import AgentSession, DocRagSession, Emitter, NullSession
 
 __all__ = ["ProvenanceCallbackHandler"]
 
@@ -148,8 +152,9 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
         with self._lock:
             return self._runs.pop(run_id, None)
 
-    def _open(self, run: _Run, run_id: UUID, inputs: Any) -> RunRecorder:
-        session = self.emitter.agent(_question(inputs), user=self.user, collection=self.collection)
+    def _open(self, run: _Run, run_id: UUID, inputs: Any, name: Any) -> RunRecorder:
+        session = self.emitter.agent(_question(inputs), user=self.user, collection=self.collection,
+                                     agent_name=_agent_name(name))
         recorder = RunRecorder(session)
         run.context, run.tool, run.root = recorder, None, True
         self.sessions[run_id] = recorder.uri
@@ -163,12 +168,13 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
         run = self._register(run_id, parent_run_id, "chain")
         with self._lock:
             parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
+        name = kwargs.get("name") or (serialized or {}).get("name")
         if parent is None:
-            self._open(run, run_id, inputs)
+            self._open(run, run_id, inputs, name)
             self.last_session = self.sessions[run_id]
         elif parent.kind == "tool" and parent.tool is parent and isinstance(inputs, Mapping) \
                 and "messages" in inputs:
-            parent.nested.append(self._open(run, run_id, inputs))
+            parent.nested.append(self._open(run, run_id, inputs, name))
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -242,10 +248,16 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
             return  # a tool inside a tool is part of the outer step
         for docrag in run.docrag:
             docrag.synthesize(observation)
-        subtrace = run.docrag[-1] if run.docrag else None
+        for nested in run.nested:  # normally finished by its own on_chain_end; a run cut short ends here
+            nested.finish(answer=observation)
+        subtrace: AgentSession | DocRagSession | NullSession | None = None
+        agents = [n for n in run.nested if isinstance(n.session, AgentSession)]
+        if agents:
+            subtrace = agents[-1].session
+        elif run.docrag:
+            subtrace = run.docrag[-1]
         step = run.context.tool_step(run.name, run.arguments, observation, subtrace=subtrace)
         for nested in run.nested:
-            nested.finish(answer=observation)
             if step and nested.uri:
                 self.links.append((step, nested.uri))
 
@@ -341,6 +353,17 @@ def _final_text(outputs: Any) -> str:
     if isinstance(outputs, str):
         return outputs
     return ""
+
+
+def _agent_name(name: Any) -> str | None:
+    """An agent run's name as its ``agent_name``; LangGraph's default ``LangGraph`` and ``Runnable...`` names are none.
+
+    >>> _agent_name("researcher"), _agent_name("LangGraph"), _agent_name("RunnableSequence")
+    ('researcher', None, None)
+    """
+    if not isinstance(name, str) or not name or name == "LangGraph" or name.startswith("Runnable"):
+        return None
+    return name
 
 
 def _document_id(document: Any, number: int) -> str:

@@ -22,13 +22,19 @@ Mapping (see ``docs/integrations.md``), from the SDK's tracing spans:
 * each function span (``FunctionSpanData``) is an Analysis step: action = the
   tool name, arguments = its JSON input, observation = its output (or error);
 * a handoff (``HandoffSpanData``) is a step ``handoff`` with
-  ``{"from_agent", "to_agent"}``; the receiving agent's steps continue the
-  same session;
+  ``{"from_agent", "to_agent"}`` whose agent sub-trace is a session of its
+  own for the receiving agent (opened at the handoff, its Question the
+  handing-off session's question, its steps those of the receiving agent's
+  span); a handoff from there nests again;
 * an agent used as a tool (an agent span inside a function span) is an agent
-  session of its own; ``processor.links`` pairs the tool step with it (the
-  event contract has no agent sub-trace link yet);
-* a run that fails (an error on a model, agent, turn or task span) ends its
-  session with the error as the Conclusion.
+  session of its own and the agent sub-trace of that tool's step;
+* every session's ``agent_name`` is its agent's name (the first agent span's,
+  the handoff's ``to_agent``, the tool agent's);
+* Conclusions: a session that handed off concludes with the answer of the
+  session it handed off to (so, at the trace's end, every session of a chain
+  of handoffs carries the run's final output and none is left open); a run
+  that fails (an error on a model, agent, turn or task span) ends its session
+  with the error, and the sessions that handed off to it with the same text.
 
 Tool inputs/outputs and model texts are only in the spans when the run
 traces sensitive data (``RunConfig.trace_include_sensitive_data``, on by
@@ -50,7 +56,7 @@ from typing import Any, TypeVar, cast
 from agents.tracing import TracingProcessor
 
 from provstream.connectors._recording import RECENT, Guard, Recent, RunRecorder, error_text, json_arguments
-from provstream.connectors.emitter import Emitter
+from provstream.connectors.emitter import AgentSession, Emitter
 
 __all__ = ["ProvenanceProcessor"]
 
@@ -75,12 +81,16 @@ def _guarded(method: F) -> F:
 
 @dataclass
 class _Context:
-    """One agent run inside a trace: the trace's own, or an agent used as a tool."""
+    """One agent session inside a trace: the trace's own, an agent used as a tool, or the target of a handoff."""
 
     name: str  # the trace's workflow name (question of last resort)
-    key: str  # the trace id, or ``trace id/function span id`` for an agent used as a tool
+    key: str  # the trace id; ``trace id/function span id`` (agent as a tool); ``trace id/handoff span id``
+    slot: str | None = None  # parent span id of the agent spans that run it (the SDK's task span, a tool's, ...)
+    agent_name: str | None = None
     recorder: RunRecorder | None = None  # opened at the first model call (its input holds the question)
+    question: str = ""
     error: str | None = None
+    handoffs: list[_Context] = field(default_factory=list)  # sessions it handed off to (its sub-traces)
 
 
 @dataclass
@@ -96,6 +106,7 @@ class _Span:
 class _Trace:
     main: _Context
     spans: dict[str, _Span] = field(default_factory=dict)
+    handed_to: dict[str, _Context] = field(default_factory=dict)  # slot -> session the next agent span there runs
 
 
 class ProvenanceProcessor(TracingProcessor):
@@ -158,10 +169,8 @@ class ProvenanceProcessor(TracingProcessor):
         with self._lock:
             parent = state.spans.get(span.parent_id) if span.parent_id else None
         context, tool = (parent.context, parent.tool) if parent else (state.main, None)
-        if kind == "agent" and tool is not None:  # an agent used as a tool: a session of its own
-            context = _Context(state.main.name, f"{span.trace_id}/{tool.span_id}")
-            tool.nested.append(context)
-            tool = None
+        if kind == "agent":
+            context, tool = self._agent_context(state, span, context, tool)
         current = _Span(kind, span.span_id, context, tool)
         if kind == "function" and tool is None:
             current.tool = current
@@ -187,9 +196,7 @@ class ProvenanceProcessor(TracingProcessor):
         elif current.kind == "function":
             self._tool_step(current, data, error)
         elif current.kind == "handoff":
-            self._open(current.context, None).tool_step(
-                "handoff", {"from_agent": data.from_agent, "to_agent": data.to_agent},
-                f"{data.from_agent} handed the conversation over to {data.to_agent}")
+            self._handoff(state, current, data)
 
     def shutdown(self) -> None:
         """Nothing of its own to release: the emitter's owner closes it."""
@@ -207,10 +214,45 @@ class ProvenanceProcessor(TracingProcessor):
         with self._lock:
             return self._traces.get(span.trace_id)
 
+    def _agent_context(self, state: _Trace, span: Any, context: _Context,
+                       tool: _Span | None) -> tuple[_Context, _Span | None]:
+        """The session an agent span runs in: a handoff's target, a new one (agent as a tool), else the caller's."""
+        slot = str(span.parent_id or "")
+        name = str(getattr(span.span_data, "name", "") or "") or None
+        with self._lock:
+            target = state.handed_to.pop(slot, None)
+        if target is not None:
+            return target, None
+        if tool is not None:  # an agent used as a tool: a session of its own
+            nested = _Context(state.main.name, f"{span.trace_id}/{tool.span_id}", slot, name)
+            tool.nested.append(nested)
+            return nested, None
+        if context.slot is None:  # the first agent span of the trace's own session
+            context.slot = slot
+            if context.recorder is None:
+                context.agent_name = name
+        return context, tool
+
+    def _handoff(self, state: _Trace, current: _Span, data: Any) -> None:
+        """A step ``handoff`` whose sub-trace is the receiving agent's session, opened now."""
+        source = current.context
+        recorder = self._open(source, None)
+        target = _Context(state.main.name, f"{state.main.key}/{current.span_id}", source.slot,
+                          str(data.to_agent or "") or None)
+        sub = self._open(target, source.question)
+        source.handoffs.append(target)
+        with self._lock:
+            state.handed_to[source.slot or ""] = target
+        recorder.tool_step("handoff", {"from_agent": data.from_agent, "to_agent": data.to_agent},
+                           f"{data.from_agent} handed the conversation over to {data.to_agent}",
+                           subtrace=sub.session if isinstance(sub.session, AgentSession) else None)
+
     def _open(self, context: _Context, model_input: Any) -> RunRecorder:
         if context.recorder is None:
             question = _question(model_input) or context.name
-            session = self.emitter.agent(question, user=self.user, collection=self.collection)
+            session = self.emitter.agent(question, user=self.user, collection=self.collection,
+                                         agent_name=context.agent_name)
+            context.question = question
             context.recorder = RunRecorder(session)
             self.sessions[context.key] = context.recorder.uri
             if "/" not in context.key:
@@ -228,15 +270,25 @@ class ProvenanceProcessor(TracingProcessor):
         output = data.output
         observation = error_text(str(error.get("message") or error)) if error and output is None \
             else ("" if output is None else str(output))
-        step = recorder.tool_step(str(data.name), json_arguments(data.input), observation)
+        subs = []
         for nested in current.nested:
-            sub = self._open(nested, None)
+            subs.append(self._open(nested, None))
             self._finish(nested, answer=observation)
+        sessions = [s.session for s in subs if isinstance(s.session, AgentSession)]
+        step = recorder.tool_step(str(data.name), json_arguments(data.input), observation,
+                                  subtrace=sessions[-1] if sessions else None)
+        for sub in subs:
             if step and sub.uri:
                 self.links.append((step, sub.uri))
 
     def _finish(self, context: _Context, answer: str | None = None) -> None:
+        """Conclude ``context``: the sessions it handed off to first, then it with the answer the last one gave."""
         recorder = self._open(context, None)
+        for target in context.handoffs:
+            self._finish(target, answer)
+        last = context.handoffs[-1].recorder if context.handoffs else None
+        if last is not None and last.answer is not None:
+            answer = last.answer
         recorder.finish(answer=answer, error=context.error)
 
 

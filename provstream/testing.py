@@ -47,15 +47,17 @@ def agent_events(
     trajectory: Mapping[str, Any], session_id: str, *, start: datetime, user: str = "trustgraph",
     collection: str = "default", used: Mapping[int, Sequence[int]] | None = None,
     subtraces: Mapping[int, ev.SubTrace] | None = None, conclude: bool = True,
+    agent_name: str | None = None, conversation_id: str | None = None,
 ) -> list[ev.Event]:
-    """The events of one trajectory: question, one iteration per step, the conclusion."""
+    """The events of one trajectory: question (with ``agent_name`` / ``conversation_id`` if given), one
+    iteration per step, the conclusion."""
     used, subtraces = used or {}, subtraces or {}
     steps = trajectory["steps"]
 
     def make(seq: int, payload: ev.Payload) -> ev.Event:
         return _event(session_id, Mechanism.AGENT, seq, start, payload, user, collection)
 
-    out = [make(0, ev.AgentQuestion(trajectory["question"]))]
+    out = [make(0, ev.AgentQuestion(trajectory["question"], conversation_id, agent_name))]
     for n, step in enumerate(steps, start=1):
         out.append(make(n, ev.AgentIteration(
             iteration=n, thought=step.get("thought", ""), action=step.get("action", ""),

@@ -12,7 +12,9 @@ the table is in ``docs/integrations.md``):
 * every ``invoke_agent`` span [``AGENT``] is one agent session, id
   ``uuid5(NAMESPACE, "<trace id>/<span id>")``; scope from the resource
   attributes ``provstream.user`` / ``provstream.collection``, else the
-  settings' defaults;
+  settings' defaults; the Question keeps ``gen_ai.conversation.id``
+  [``session.id``] and ``gen_ai.agent.name`` [``agent.name``] as its
+  ``conversation_id`` / ``agent_name``;
 * question: the last ``user`` message of the agent span's
   ``gen_ai.input.messages``, else of its first ``chat`` span, else
   ``input.value``;
@@ -24,8 +26,11 @@ the table is in ``docs/integrations.md``):
   else by order), its thought the text of that output (first call only); a
   text-only output that is not the final answer is a thought-only step; an
   ``execute_tool`` span no output asked for is a step of its own;
-* a ``retrieval`` [``RETRIEVER``] span under a tool call is a DocRAG session
-  linked from that step (chunks: document ids, else ``sha256:`` of their text);
+* an ``invoke_agent`` [``AGENT``] span under a tool call (an agent used as a
+  tool) is the step's agent sub-trace (the step derives from that session's
+  Conclusion); else a ``retrieval`` [``RETRIEVER``] span under it is a DocRAG
+  session linked from that step (chunks: document ids, else ``sha256:`` of
+  their text);
 * conclusion: the final assistant text of the agent span's
   ``gen_ai.output.messages`` [``output.value``], else of the last ``chat``.
 
@@ -335,14 +340,20 @@ def _session_events(trace: str, spans: Mapping[str, Record], children: Mapping[s
     steps.sort(key=lambda s: s.key)
     answer = agent_answer if agent_answer is not None else (final_text or "")
 
-    events = [_event(sid, "question", 0, a["s"], ev.AgentQuestion(question), user, collection)]
+    conversation = _str(a["a"].get("gen_ai.conversation.id", a["a"].get("session.id"))) or None
+    agent_name = _str(a["a"].get("gen_ai.agent.name", a["a"].get("agent.name"))) or None
+    events = [_event(sid, "question", 0, a["s"], ev.AgentQuestion(question, conversation, agent_name), user,
+                     collection)]
     subs: list[ev.Event] = []
     for n, s in enumerate(steps, start=1):
         subtrace = None
         if s.tool is not None:
-            retrieval = next((d for d in sorted(_subtree(spans, children, s.tool), key=lambda d: spans[d]["s"])
-                              if spans[d]["k"] == "retrieval"), None)
-            if retrieval is not None:
+            under = sorted(_subtree(spans, children, s.tool), key=lambda d: (spans[d]["s"], spans[d]["o"]))
+            agent_span = next((d for d in under if spans[d]["k"] == "agent"), None)
+            retrieval = next((d for d in under if spans[d]["k"] == "retrieval"), None)
+            if agent_span is not None:  # an agent used as a tool: its own session, translated on its own
+                subtrace = ev.SubTrace(Mechanism.AGENT, session_id(trace, agent_span))
+            elif retrieval is not None:
                 subs.extend(_docrag_events(trace, spans[retrieval], retrieval, s.observation, user, collection))
                 subtrace = ev.SubTrace(Mechanism.DOCRAG, session_id(trace, retrieval))
         events.append(_event(sid, f"i{n}", n, s.start, ev.AgentIteration(

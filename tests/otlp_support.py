@@ -101,6 +101,8 @@ class Recorded:
     trace: str
     agent: str
     start: int
+    name: str = ""  # gen_ai.agent.name of the agent span
+    conversation: str = ""  # gen_ai.conversation.id of the agent span
     retrievals: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)  # (turn, call) -> (id, start)
     subagents: dict[tuple[int, int], Recorded] = field(default_factory=dict)
 
@@ -125,7 +127,8 @@ def emit_run(tracer: Tracer, run: Run, clock: Clock, parent: Any = None, name: s
     agent = tracer.start_span(f"invoke_agent {name}", context=parent, start_time=clock(), attributes=attrs)
     ctx = set_span_in_context(agent)
     sc = agent.get_span_context()
-    rec = Recorded(f"{sc.trace_id:032x}", f"{sc.span_id:016x}", agent.start_time or 0)  # type: ignore[attr-defined]
+    rec = Recorded(f"{sc.trace_id:032x}", f"{sc.span_id:016x}", agent.start_time or 0,  # type: ignore[attr-defined]
+                   name, conversation)
     history = [user]
     for i, turn in enumerate(run.turns):
         parts: list[dict[str, Any]] = [{"type": "text", "content": turn.thought}] if turn.thought else []
@@ -222,21 +225,24 @@ def expected_events(run: Run, rec: Recorded, settings: Settings, monkeypatch: An
     return [wire.decode_event(v) for _, v in transport.sent]
 
 
-def _drive(emitter: Emitter, run: Run, rec: Recorded, content: bool) -> None:
+def _drive(emitter: Emitter, run: Run, rec: Recorded, content: bool) -> Any:
+    """Record ``run`` (its sub-agents first: each is the sub-trace of the step that called it); return its session."""
+    agents: dict[tuple[int, int], Any] = {}
     for sub_key, sub in rec.subagents.items():
         i, j = sub_key
         sub_run = run.turns[i].calls[j].subagent
         assert sub_run is not None
-        _drive(emitter, sub_run, sub, content)
+        agents[sub_key] = _drive(emitter, sub_run, sub, content)
     _Frozen.at = time_of(rec.start)
-    a = emitter.agent(run.question if content else "", session_id=session_id(rec.trace, rec.agent))
+    a = emitter.agent(run.question if content else "", session_id=session_id(rec.trace, rec.agent),
+                      conversation_id=rec.conversation, agent_name=rec.name)
     for i, turn in enumerate(run.turns):
         if not turn.calls:
             if content and turn.thought:
                 a.iteration(thought=turn.thought)
             continue
         for j, c in enumerate(turn.calls):
-            sub = None
+            sub = agents.get((i, j))
             if (i, j) in rec.retrievals:
                 rid, start = rec.retrievals[(i, j)]
                 _Frozen.at = time_of(start)
@@ -250,6 +256,7 @@ def _drive(emitter: Emitter, run: Run, rec: Recorded, content: bool) -> None:
             else:
                 a.iteration(action=c.name, subtrace=sub)
     a.conclude(run.answer if content else "")
+    return a
 
 
 def fold_triples(events: Sequence[ev.Event]) -> set[Triple]:

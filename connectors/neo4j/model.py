@@ -20,7 +20,7 @@ LABELS: Final = {t: v.local_name(t) for t in sorted(v.TYPES)}
 STRING_PROPS: Final = {
     v.TG_QUERY: "query", v.TG_THOUGHT: "thought", v.TG_ACTION: "action", v.TG_ARGUMENTS: "arguments",
     v.TG_OBSERVATION: "observation", v.TG_ANSWER: "answer", v.TG_CONTENT: "content",
-    v.TG_REASONING: "reasoning",
+    v.TG_REASONING: "reasoning", v.TG_CONVERSATION_ID: "conversationId", v.TG_AGENT_NAME: "agentName",
 }
 INTEGER_PROPS: Final = {v.TG_CHUNK_COUNT: "chunkCount", v.TG_EDGE_COUNT: "edgeCount"}
 DATETIME_PROPS: Final = {v.PROV_STARTED_AT: "startedAtTime"}

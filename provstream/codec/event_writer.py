@@ -20,7 +20,7 @@ from provstream.codec.binary import int_, ints, long, string, strings, zigzag
 from provstream.core import events as ev
 from provstream.core.vocab import Mechanism
 
-DIRECT_EVENT_FINGERPRINT = "6f5eb515e078e12d"
+DIRECT_EVENT_FINGERPRINT = "0cb27ee565374378"
 HEADER = codec.MAGIC + codec.current_fingerprint(codec.EVENT)
 ENABLED = codec.current_fingerprint(codec.EVENT).hex() == DIRECT_EVENT_FINGERPRINT
 
@@ -41,6 +41,15 @@ def _iteration(p: ev.AgentIteration) -> bytes:
             + string(p.observation) + ints(p.used) + tail)
 
 
+def _optional(value: str | None) -> bytes:
+    """An Avro ``["null", "string"]`` union value."""
+    return b"\x00" if value is None else b"\x02" + string(value)
+
+
+def _agent_question(p: ev.AgentQuestion) -> bytes:
+    return string(p.query) + _optional(p.conversation_id) + _optional(p.agent_name)
+
+
 def _edge(e: ev.SelectedEdge) -> bytes:
     return string(e.subject) + string(e.predicate) + string(e.object) + string(e.reasoning)
 
@@ -54,7 +63,7 @@ def _focus(p: ev.GraphRagFocus) -> bytes:
 
 # The payload union's branches, in the schema's order: (branch index, body writer).
 _PAYLOADS: dict[type, tuple[bytes, Callable[[Any], bytes]]] = {
-    ev.AgentQuestion: (b"\x00", lambda p: string(p.query)),
+    ev.AgentQuestion: (b"\x00", _agent_question),
     ev.AgentIteration: (b"\x02", _iteration),
     ev.AgentConclusion: (b"\x04", lambda p: string(p.answer) + int_(p.iterations)),
     ev.GraphRagQuestion: (b"\x06", lambda p: string(p.query)),

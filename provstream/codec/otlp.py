@@ -29,7 +29,7 @@ from provstream.errors import ProvstreamError
 
 # Span attributes the translation reads (exact names or prefixes); the rest are dropped from the state.
 KEPT_PREFIXES = ("gen_ai.", "openinference.", "llm.input_messages.", "llm.output_messages.", "tool.", "tool_call.",
-                 "retrieval.documents.", "input.value", "output.value")
+                 "retrieval.documents.", "input.value", "output.value", "session.id", "agent.name")
 USER_ATTRIBUTE = "provstream.user"
 COLLECTION_ATTRIBUTE = "provstream.collection"
 MAX_BODY_BYTES = 64 * 1024 * 1024

@@ -16,7 +16,7 @@ from provstream.core.vocab import Mechanism
 
 @dataclass(frozen=True, slots=True)
 class SubTrace:
-    """A GraphRAG/DocRAG session that an agent step called as a tool."""
+    """The session an agent step called: a GraphRAG/DocRAG query, or another agent (used as a tool, a handoff)."""
 
     mechanism: Mechanism
     session_id: str
@@ -24,7 +24,16 @@ class SubTrace:
 
 @dataclass(frozen=True, slots=True)
 class AgentQuestion:
+    """The question that opens an agent session.
+
+    ``conversation_id`` (the conversation or thread the session belongs to) and
+    ``agent_name`` (the agent that answers) are optional: ``None`` or ``""``
+    records nothing.
+    """
+
     query: str
+    conversation_id: str | None = None
+    agent_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

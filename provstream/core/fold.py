@@ -249,11 +249,16 @@ def _text(s: Iri, p: str, value: str) -> list[Triple]:
 def _question(event: ev.Event) -> list[Triple]:
     q = Iri(v.question_iri(event.mechanism, event.session_id))
     query = event.payload.query  # type: ignore[union-attr]
-    return [
+    out = [
         *_types(q, v.PROV_ACTIVITY, v.TG_QUESTION, event.mechanism.question_type),
         _t(q, v.TG_QUERY, Literal(query)),
         _t(q, v.PROV_STARTED_AT, Literal(v.xsd_datetime(event.event_time), v.XSD_DATETIME)),
     ]
+    p = event.payload
+    if isinstance(p, ev.AgentQuestion):  # optional, left out when null or empty
+        out += [*_text(q, v.TG_CONVERSATION_ID, p.conversation_id or ""),
+                *_text(q, v.TG_AGENT_NAME, p.agent_name or "")]
+    return out
 
 
 def _iteration(sid: str, p: ev.AgentIteration) -> list[Triple]:

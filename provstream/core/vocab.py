@@ -51,6 +51,8 @@ TG_EDGE_COUNT: Final = TG + "edgeCount"
 TG_SELECTED_EDGE: Final = TG + "selectedEdge"
 TG_EDGE: Final = TG + "edge"
 TG_REASONING: Final = TG + "reasoning"
+TG_CONVERSATION_ID: Final = TG + "conversationId"  # provstream's: the conversation an agent Question belongs to
+TG_AGENT_NAME: Final = TG + "agentName"  # provstream's: the agent that answers an agent Question
 PROV_STARTED_AT: Final = PROV + "startedAtTime"
 PROV_WAS_DERIVED_FROM: Final = PROV + "wasDerivedFrom"
 PROV_WAS_GENERATED_BY: Final = PROV + "wasGeneratedBy"
@@ -66,7 +68,7 @@ PREDICATES: Final = frozenset(
     {
         RDF_TYPE, TG_QUERY, TG_THOUGHT, TG_ACTION, TG_ARGUMENTS, TG_OBSERVATION,
         TG_ANSWER, TG_CONTENT, TG_CHUNK_COUNT, TG_SELECTED_CHUNK, TG_EDGE_COUNT,
-        TG_SELECTED_EDGE, TG_EDGE, TG_REASONING, PROV_STARTED_AT,
+        TG_SELECTED_EDGE, TG_EDGE, TG_REASONING, TG_CONVERSATION_ID, TG_AGENT_NAME, PROV_STARTED_AT,
         PROV_WAS_DERIVED_FROM, PROV_WAS_GENERATED_BY,
     }
 )

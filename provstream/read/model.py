@@ -41,6 +41,8 @@ class Question:
     session_id: str
     query: str = ""
     started: str = ""  # xsd:dateTime lexical form, "" when unknown
+    agent_name: str = ""  # tg:agentName (agent sessions), "" when not recorded
+    conversation_id: str = ""  # tg:conversationId (agent sessions), "" when not recorded
 
 
 @dataclass(frozen=True, slots=True)

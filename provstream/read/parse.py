@@ -97,7 +97,8 @@ def _question(index: _Index, iri: str) -> Question:
         raise TraceNotFound(f"no trace {iri}")
     parsed = v.parse_question_iri(iri)
     session = parsed[1] if parsed else v.local_name(iri)
-    return Question(iri, mechanism, session, node.text(v.TG_QUERY), node.text(v.PROV_STARTED_AT))
+    return Question(iri, mechanism, session, node.text(v.TG_QUERY), node.text(v.PROV_STARTED_AT),
+                    node.text(v.TG_AGENT_NAME), node.text(v.TG_CONVERSATION_ID))
 
 
 def _mechanism_of_steps(index: _Index) -> v.Mechanism | None:

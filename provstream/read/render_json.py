@@ -19,11 +19,14 @@ def dumps(trace: Trace) -> str:
 
 
 def _question(question: Question, done: Completeness) -> dict[str, Any]:
+    agent = {"agent_name": question.agent_name or None, "conversation_id": question.conversation_id or None} \
+        if question.mechanism is Mechanism.AGENT else {}
     return {
         "session_id": question.iri,
         "session": question.session_id,
         "type": question.mechanism.label,
         "question": question.query,
+        **agent,
         "time": iso_time(question.started),
         "status": done.status,
         "steps": done.steps,

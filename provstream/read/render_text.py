@@ -53,6 +53,9 @@ def _header(question: Question, done: Completeness, width: int, indent: str = ""
     return [
         f"{indent}{question.mechanism.label} trace  {question.iri}",
         *wrap_field("Question", question.query or "(not recorded)", width, indent + _STEP),
+        *(wrap_field("Agent", question.agent_name, width, indent + _STEP) if question.agent_name else []),
+        *(wrap_field("Conversation", question.conversation_id, width, indent + _STEP)
+          if question.conversation_id else []),
         *wrap_field("Time", format_time(question.started), width, indent + _STEP),
         *wrap_field("Status", status_line(question.mechanism, done), width, indent + _STEP),
     ]

@@ -5,6 +5,8 @@
   all its tests.
 * :func:`expected_triples`: what the emitter records for the same steps,
   driven directly (through a memory transport) and folded.
+* :func:`record_steps`: a trajectory's steps into a session the test opened
+  (an agent sub-trace is recorded before the step that calls it).
 * :func:`assert_same_trace`: the trace read back from Neo4j against that,
   compared as graphs (the Question's ``startedAt`` is the emitter's clock, so it is
   checked to be there and left out of the comparison).
@@ -66,6 +68,15 @@ def expected_triples(settings: Settings, record: Callable[[Emitter], Any]) -> se
     with Emitter(settings, transport=transport) as emitter:
         record(emitter)
     return triples_of(fold_all(wire.decode_event(value) for _, value in transport.sent))
+
+
+def record_steps(session: Any, t: AgentTrajectory) -> Any:
+    """Record trajectory ``t``'s steps and answer into an open agent session (as ``replay`` does); return it."""
+    for s in t.steps:
+        session.iteration(thought=s.thought, action=s.action, arguments=s.arguments, observation=s.observation,
+                          used=s.used)
+    session.conclude(t.answer)
+    return session
 
 
 def stored_trace(settings: Settings, uri: str, mechanism: v.Mechanism = v.Mechanism.AGENT) -> set[Triple]:

@@ -8,11 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from provstream import cli
 from provstream import testing as samples
 from provstream.cli.read import list_main, show_main
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core import events as ev
 from provstream.core import vocab as v
+from provstream.read.export import parse_rdf
 from provstream.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -28,9 +30,10 @@ def recorded(isolated: Settings, unique: str) -> Iterator[tuple[Settings, str, s
     parent, child = f"{unique}-parent", f"{unique}-child"
     events = [
         *samples.agent_events(records[4], child, start=START + timedelta(seconds=1), user=isolated.user,
-                              collection=isolated.collection),
+                              collection=isolated.collection, agent_name="researcher", conversation_id="thread-7"),
         *samples.agent_events(records[3], parent, start=START, user=isolated.user, collection=isolated.collection,
-                              subtraces={2: ev.SubTrace(AGENT, child)}),
+                              subtraces={2: ev.SubTrace(AGENT, child)}, agent_name="boss",
+                              conversation_id="thread-7"),
     ]
     with Neo4jStore(isolated) as store:
         store.setup()
@@ -61,3 +64,19 @@ def test_show_renders_the_sub_agent_under_the_calling_step(recorded, capsys: pyt
     sub = data["analyses"][1]["subtraces"][0]
     assert sub["session_id"] == child and sub["conclusion"]["answer"] == records[4]["answer"]
     assert len(sub["analyses"]) == len(records[4]["steps"])
+
+
+def test_the_agent_name_and_conversation_are_stored_shown_and_exported(
+        recorded, capsys: pytest.CaptureFixture[str]) -> None:
+    settings, parent, child = recorded
+    with Neo4jStore(settings) as store:
+        stored = store.trace_triples(child, user=settings.user, collection=settings.collection)
+    extras = {(t.p.value, t.o.value) for t in stored if t.s.value == child and t.p.value in (
+        v.TG_AGENT_NAME, v.TG_CONVERSATION_ID)}
+    assert extras == {(v.TG_AGENT_NAME, "researcher"), (v.TG_CONVERSATION_ID, "thread-7")}
+    assert show_main([parent, "-C", settings.collection, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["agent_name"], data["conversation_id"]) == ("boss", "thread-7")
+    assert data["analyses"][1]["subtraces"][0]["agent_name"] == "researcher"
+    assert cli.main(["export", child, "-C", settings.collection, "--format", "turtle"]) == 0
+    assert parse_rdf(capsys.readouterr().out, "turtle") == stored

@@ -29,6 +29,7 @@ from framework_support import (  # noqa: E402
     assert_same_trace,
     expected_triples,
     pipeline,  # noqa: F401 - the module's fixture
+    record_steps,
     session_id,
     stored_trace,
 )
@@ -50,6 +51,7 @@ from provstream.core.trajectories import (
     Step,
     replay,
 )
+from provstream.core.triples import Iri, Triple  # noqa: E402
 from provstream.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -252,10 +254,9 @@ def stored_when(settings: Settings, uri: str, check: Callable[[set], bool], time
         time.sleep(0.3)
 
 
-def test_an_agent_run_inside_a_tool_is_recorded_as_its_own_session_linked_to_the_step(
-        pipeline: Settings) -> None:  # noqa: F811
+def test_an_agent_run_inside_a_tool_is_an_agent_subtrace_of_the_step(pipeline: Settings) -> None:  # noqa: F811
     outer, inner = TRAJECTORIES[1], TRAJECTORIES[2]
-    inner_agent = create_agent(ScriptedChatModel(responses=script(inner)), react_tools(inner))
+    inner_agent = create_agent(ScriptedChatModel(responses=script(inner)), react_tools(inner), name="researcher")
 
     @tool("Researcher")
     def researcher(input: str) -> str:
@@ -270,17 +271,21 @@ def test_an_agent_run_inside_a_tool_is_recorded_as_its_own_session_linked_to_the
         handler = ProvenanceCallbackHandler(emitter)
         create_agent(model, [researcher]).invoke({"messages": [("user", outer.question)]},
                                                  config={"callbacks": [handler]})
+    assert handler.failures == 0
     uri = handler.last_session
     [(step, nested)] = handler.links
     assert step == v.analysis_iri(session_id(uri), 1) and nested != uri
 
     def record(emitter: Emitter) -> None:
-        replay(emitter, inner, session_id=session_id(nested))
+        sub = record_steps(emitter.agent(inner.question, session_id=session_id(nested), agent_name="researcher"),
+                           inner)
         a = emitter.agent(outer.question, session_id=session_id(uri))
         a.iteration(thought="Ask the researcher.", action="Researcher", arguments={"input": inner.question},
-                    observation=inner.answer)
+                    observation=inner.answer, subtrace=sub)
         a.conclude(outer.answer)
-    assert_same_trace(pipeline, [uri, nested], expected_triples(pipeline, record))
+    expected = expected_triples(pipeline, record)
+    assert Triple(Iri(step), Iri(v.PROV_WAS_DERIVED_FROM), Iri(v.conclusion_iri(session_id(nested)))) in expected
+    assert_same_trace(pipeline, [uri, nested], expected)
 
 
 def test_a_run_that_fails_ends_its_session_with_the_error(pipeline: Settings) -> None:  # noqa: F811

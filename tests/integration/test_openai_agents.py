@@ -31,6 +31,7 @@ from framework_support import (  # noqa: E402
     assert_same_trace,
     expected_triples,
     pipeline,  # noqa: F401 - the module's fixture
+    record_steps,
     session_id,
     stored_trace,
 )
@@ -40,10 +41,8 @@ from openai.types.responses.response_reasoning_item import Summary  # noqa: E402
 from provstream.connectors.emitter import Emitter  # noqa: E402
 from provstream.connectors.openai_agents import ProvenanceProcessor  # noqa: E402
 from provstream.core import vocab as v  # noqa: E402
-from provstream.core.trajectories import (
-    AgentTrajectory,  # noqa: E402
-    replay,
-)
+from provstream.core.trajectories import AgentTrajectory  # noqa: E402
+from provstream.core.triples import Iri, Triple  # noqa: E402
 from provstream.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -147,9 +146,10 @@ def recording(pipeline: Settings) -> Iterator[tuple[Settings, ProvenanceProcesso
 
 
 def replayed(settings: Settings, runs: list[tuple[str, AgentTrajectory]]) -> set:
+    """What the emitter records for these runs of the agent ``react`` (its name is on each Question)."""
     def record(emitter: Emitter) -> None:
         for uri, t in runs:
-            replay(emitter, t, session_id=session_id(uri), user=settings.user, collection=settings.collection)
+            record_steps(emitter.agent(t.question, session_id=session_id(uri), agent_name="react"), t)
     return expected_triples(settings, record)
 
 
@@ -168,33 +168,67 @@ def test_runner_replaying_the_react_trajectories_comes_out_of_neo4j_as_the_emitt
     assert_same_trace(settings, [uri for uri, _ in runs], replayed(settings, runs))
 
 
-def test_a_handoff_is_a_step_and_the_receiving_agent_continues_the_session(recording) -> None:
-    settings, processor = recording
-    t = TRAJECTORIES[1]  # Search, Lookup, then the answer
+def handoff_agents(t: AgentTrajectory, *, fail: bool = False) -> tuple[Agent[Any], Agent[Any]]:
+    """``triage`` searches once, then hands off to ``specialist``, which looks up and answers (or fails)."""
     s = t.steps
     specialist = Agent(name="specialist", tools=react_tools(t), model=ReplayModel([
         [assistant_message(s[1].thought), function_call("Lookup", dict(s[1].arguments), call_id="c2")],
-        [reasoning(s[2].thought), assistant_message(t.answer)]]))
+        [reasoning(s[2].thought), assistant_message(t.answer)]], fail_at=1 if fail else None))
     triage = Agent(name="triage", tools=react_tools(t), handoffs=[specialist], model=ReplayModel([
         [assistant_message(s[0].thought), function_call("Search", dict(s[0].arguments), call_id="c1")],
         [assistant_message("The specialist looks it up."), function_call("transfer_to_specialist", {}, call_id="h")],
     ], style="response"))
+    return triage, specialist
+
+
+def handoff_sessions(processor: ProvenanceProcessor) -> tuple[str, str]:
+    """The URIs of the trace's session and of the session its handoff opened."""
+    uri = processor.last_session
+    [sub] = [u for u in processor.sessions.values() if u != uri]
+    return uri, sub
+
+
+def record_handoff(emitter: Emitter, t: AgentTrajectory, uri: str, sub_uri: str, answer: str) -> None:
+    """What the emitter records for :func:`handoff_agents` driven directly (``answer``: the run's final output)."""
+    s = t.steps
+    sub = emitter.agent(t.question, session_id=session_id(sub_uri), agent_name="specialist")
+    sub.iteration(s[1].thought, s[1].action, s[1].arguments, s[1].observation)
+    if not answer.startswith("Error:"):
+        sub.iteration(s[2].thought)
+    sub.conclude(answer)
+    a = emitter.agent(t.question, session_id=session_id(uri), agent_name="triage")
+    a.iteration(s[0].thought, s[0].action, s[0].arguments, s[0].observation)
+    a.iteration("The specialist looks it up.", "handoff", {"from_agent": "triage", "to_agent": "specialist"},
+                "triage handed the conversation over to specialist", subtrace=sub)
+    a.conclude(answer)
+
+
+def test_a_handoff_is_a_step_whose_subtrace_is_the_receiving_agents_session(recording) -> None:
+    settings, processor = recording
+    t = TRAJECTORIES[1]  # Search, Lookup, then the answer
+    triage, specialist = handoff_agents(t)
     result = asyncio.run(Runner.run(triage, t.question))
     assert result.final_output == t.answer and result.last_agent is specialist
-    uri = processor.last_session
-
-    def record(emitter: Emitter) -> None:
-        a = emitter.agent(t.question, session_id=session_id(uri))
-        a.iteration(s[0].thought, s[0].action, s[0].arguments, s[0].observation)
-        a.iteration("The specialist looks it up.", "handoff", {"from_agent": "triage", "to_agent": "specialist"},
-                    "triage handed the conversation over to specialist")
-        a.iteration(s[1].thought, s[1].action, s[1].arguments, s[1].observation)
-        a.iteration(s[2].thought)
-        a.conclude(t.answer)
-    assert_same_trace(settings, [uri], expected_triples(settings, record))
+    uri, sub = handoff_sessions(processor)
+    expected = expected_triples(settings, lambda e: record_handoff(e, t, uri, sub, t.answer))
+    handoff = Triple(Iri(v.analysis_iri(session_id(uri), 2)), Iri(v.PROV_WAS_DERIVED_FROM),
+                     Iri(v.conclusion_iri(session_id(sub))))
+    assert handoff in expected
+    assert_same_trace(settings, [uri, sub], expected)
 
 
-def test_an_agent_used_as_a_tool_is_its_own_session_linked_to_the_step(recording) -> None:
+def test_a_handoff_target_that_fails_concludes_both_sessions_with_the_error(recording) -> None:
+    settings, processor = recording
+    t = TRAJECTORIES[1]
+    triage, _ = handoff_agents(t, fail=True)
+    with pytest.raises(RuntimeError, match="model unavailable"):
+        asyncio.run(Runner.run(triage, t.question))
+    uri, sub = handoff_sessions(processor)
+    expected = expected_triples(settings, lambda e: record_handoff(e, t, uri, sub, "Error: model unavailable"))
+    assert_same_trace(settings, [uri, sub], expected)
+
+
+def test_an_agent_used_as_a_tool_is_an_agent_subtrace_of_the_step(recording) -> None:
     settings, processor = recording
     outer, inner = TRAJECTORIES[3], TRAJECTORIES[4]
     researcher = react_agent(inner, style="response")
@@ -209,9 +243,9 @@ def test_an_agent_used_as_a_tool_is_its_own_session_linked_to_the_step(recording
     assert step == v.analysis_iri(session_id(uri), 1) and nested != uri
 
     def record(emitter: Emitter) -> None:
-        replay(emitter, inner, session_id=session_id(nested))
-        a = emitter.agent(outer.question, session_id=session_id(uri))
-        a.iteration("Ask the researcher.", "researcher", {"input": inner.question}, inner.answer)
+        sub = record_steps(emitter.agent(inner.question, session_id=session_id(nested), agent_name="react"), inner)
+        a = emitter.agent(outer.question, session_id=session_id(uri), agent_name="boss")
+        a.iteration("Ask the researcher.", "researcher", {"input": inner.question}, inner.answer, subtrace=sub)
         a.conclude(outer.answer)
     assert_same_trace(settings, [uri, nested], expected_triples(settings, record))
 
@@ -225,7 +259,7 @@ def test_a_run_that_fails_ends_its_session_with_the_error(recording) -> None:
     s = t.steps[0]
 
     def record(emitter: Emitter) -> None:
-        a = emitter.agent(t.question, session_id=session_id(uri))
+        a = emitter.agent(t.question, session_id=session_id(uri), agent_name="react")
         a.iteration(s.thought, s.action, s.arguments, s.observation)
         a.conclude("Error: model unavailable")
     assert_same_trace(settings, [uri], expected_triples(settings, record))

@@ -106,6 +106,17 @@ def test_iteration_links_its_subtrace_and_the_dag() -> None:
     assert its[3].subtrace == ev.SubTrace(ev.Mechanism.AGENT, "b1")
 
 
+def test_the_question_may_name_its_conversation_and_agent_empty_is_none() -> None:
+    emitter, t = make()
+    emitter.agent("Q", session_id="a1", conversation_id="thread-1", agent_name="researcher")
+    emitter.agent("Q", session_id="a2", conversation_id="", agent_name="")
+    emitter.agent("Q", session_id="a3")
+    assert [e.payload for e in events(t)] == [
+        ev.AgentQuestion("Q", conversation_id="thread-1", agent_name="researcher"),
+        ev.AgentQuestion("Q"), ev.AgentQuestion("Q"),
+    ]
+
+
 def test_empty_session_id_records_nothing_and_needs_no_transport() -> None:
     emitter = Emitter(replace(SETTINGS, kafka_bootstrap="127.0.0.1:1"))
     for open_session in (emitter.agent, emitter.docrag, emitter.graphrag):
@@ -160,6 +171,8 @@ def test_arguments_that_are_not_json_are_refused_at_the_call(arguments: object) 
     lambda e: e.graphrag("Q").synthesize(None),
     lambda e: e.agent("Q", user=7),
     lambda e: e.agent("Q", collection=["c"]),
+    lambda e: e.agent("Q", conversation_id=42),
+    lambda e: e.agent("Q", agent_name=["researcher"]),
     lambda e: e.graphrag("Q").focus([ev.SelectedEdge("http://x/s", "http://x/p", 3)]),  # type: ignore[arg-type]
 ])
 def test_bad_input_is_refused_at_the_call_with_invalid_step(call) -> None:  # type: ignore[no-untyped-def]

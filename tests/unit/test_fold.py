@@ -195,6 +195,21 @@ def test_an_agent_subtrace_links_to_the_sub_agents_conclusion() -> None:
     """)
 
 
+def test_the_agent_question_keeps_its_conversation_and_agent_name_when_given() -> None:
+    _, steps = run(events("s5", Mechanism.AGENT,
+                          ev.AgentQuestion("q", conversation_id="thread-9", agent_name="researcher")))
+    assert_graph(steps, """
+    <urn:trustgraph:agent:s5> a prov:Activity, tg:Question, tg:AgentQuestion ;
+        tg:query "q" ; tg:conversationId "thread-9" ; tg:agentName "researcher" ;
+        prov:startedAtTime "2025-01-02T03:04:05.000000Z"^^xsd:dateTime .
+    """)
+    _, steps = run(events("s6", Mechanism.AGENT, ev.AgentQuestion("q", conversation_id="", agent_name=None)))
+    assert_graph(steps, """
+    <urn:trustgraph:agent:s6> a prov:Activity, tg:Question, tg:AgentQuestion ;
+        tg:query "q" ; prov:startedAtTime "2025-01-02T03:04:05.000000Z"^^xsd:dateTime .
+    """)
+
+
 def test_conclusion_without_iterations_derives_from_the_question() -> None:
     _, steps = run(events("s4", Mechanism.AGENT, ev.AgentQuestion("hi"), ev.AgentConclusion("hello", 0)))
     assert_graph(steps, """

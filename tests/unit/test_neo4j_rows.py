@@ -164,6 +164,17 @@ def test_nodes_get_allow_listed_labels_types_scope_and_typed_properties() -> Non
     assert (second["action"], second["arguments"], "thought" in second) == ("Lookup", '{"input": "y"}', False)
 
 
+def test_the_conversation_and_agent_name_are_question_properties_and_round_trip() -> None:
+    events = [_event("s8", v.Mechanism.AGENT, 0, ev.AgentQuestion("Which city?", conversation_id="thread-3",
+                                                                  agent_name="researcher"))]
+    batch = folded(events)
+    (question,) = build_rows(batch).nodes
+    assert (question["props"]["conversationId"], question["props"]["agentName"]) == ("thread-3", "researcher")
+    assert question["extra"] == []
+    rebuilt, _ = round_trip(batch)
+    assert rebuilt == all_triples(batch)
+
+
 def test_iri_objects_become_allow_listed_relationships_and_object_only_nodes() -> None:
     rows = build_rows(folded(agent_events("s9")))
     derived = {(r["s"], r["o"]) for r in rows.relationships["wasDerivedFrom"]}

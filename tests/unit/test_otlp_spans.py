@@ -28,11 +28,15 @@ from otlp_support import (
 from rdflib.compare import isomorphic
 
 from provstream.codec.otlp import OtlpError, decompress, parse_json, parse_protobuf, span_records, split_by_trace
+from provstream.core import events as ev
+from provstream.core import vocab as v
 from provstream.core.trajectories import AgentTrajectory, load
+from provstream.core.triples import Iri, Triple
+from provstream.core.vocab import Mechanism
 from provstream.data import REACT_TRAJECTORIES
 from provstream.read.rdf import to_graph
 from provstream.settings import Settings
-from provstream.streams.spans import Scope, pending, step
+from provstream.streams.spans import Scope, pending, session_id, step
 
 SETTINGS = Settings(user="otlp-user", collection="otlp-coll")
 RUNS = [run_of(r) for _, r in load(REACT_TRAJECTORIES) if isinstance(r, AgentTrajectory)]
@@ -115,6 +119,22 @@ def test_reverse_order_waits_for_the_trace_to_settle(name: str, monkeypatch: pyt
     assert not pending(state)
 
 
+def test_an_agent_under_a_tool_call_is_the_steps_agent_subtrace(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = scenarios()["sub-agent"]
+    collected, rec = _spans(run)
+    events, _ = _translate([_payload(collected.spans)])
+    sub = rec.subagents[(0, 0)]  # type: ignore[attr-defined]
+    parent, child = session_id(rec.trace, rec.agent), session_id(sub.trace, sub.agent)  # type: ignore[attr-defined]
+    [first] = [e.payload for e in events if e.session_id == parent and isinstance(e.payload, ev.AgentIteration)
+               and e.payload.iteration == 1]
+    assert first.subtrace == ev.SubTrace(Mechanism.AGENT, child)
+    questions = {e.session_id: e.payload for e in events if isinstance(e.payload, ev.AgentQuestion)}
+    assert (questions[parent].agent_name, questions[child].agent_name) == ("react", "react-sub")
+    assert questions[parent].conversation_id == questions[child].conversation_id == "conv-1"
+    assert Triple(Iri(v.analysis_iri(parent, 1)), Iri(v.PROV_WAS_DERIVED_FROM), Iri(v.conclusion_iri(child))) \
+        in fold_triples(events)
+
+
 def test_resent_and_shuffled_spans_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     run = scenarios()["retrieval"]
     collected, rec = _spans(run)
@@ -171,7 +191,8 @@ def test_openinference_spans_map_the_same_way(monkeypatch: pytest.MonkeyPatch) -
         from opentelemetry.trace import set_span_in_context
 
         agent = tracer.start_span("agent", start_time=clock(), attributes={
-            "openinference.span.kind": "AGENT", "input.value": run.question})
+            "openinference.span.kind": "AGENT", "input.value": run.question, "agent.name": "oi-agent",
+            "session.id": "oi-session-3"})
         ctx = set_span_in_context(agent)
         for i, turn in enumerate(run.turns):
             attrs = {"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant",
@@ -190,7 +211,8 @@ def test_openinference_spans_map_the_same_way(monkeypatch: pytest.MonkeyPatch) -
         sc = agent.get_span_context()
     from otlp_support import Recorded
 
-    rec = Recorded(f"{sc.trace_id:032x}", f"{sc.span_id:016x}", agent.start_time)  # type: ignore[attr-defined]
+    rec = Recorded(f"{sc.trace_id:032x}", f"{sc.span_id:016x}", agent.start_time,  # type: ignore[attr-defined]
+                   "oi-agent", "oi-session-3")
     events, _ = _translate([_payload(collected.spans)])
     assert fold_triples(events) == fold_triples(expected_events(run, rec, SETTINGS, monkeypatch))
 

@@ -154,3 +154,22 @@ def test_json_is_a_structured_object(trajectories) -> None:
     assert data["analyses"][2]["uses"] == ["i1", "i2"]
     assert data["analyses"][4]["arguments"] is None
     assert data["conclusion"]["answer"] == t["answer"]
+
+
+def test_the_agent_name_and_conversation_show_when_recorded(trajectories) -> None:
+    events = samples.agent_events(trajectories[0], "named", start=START)
+    first = events[0]
+    assert isinstance(first.payload, ev.AgentQuestion)
+    named = ev.Event(first.event_id, first.session_id, first.mechanism, first.seq, first.event_time,
+                     ev.AgentQuestion(first.payload.query, conversation_id="thread-4", agent_name="researcher"),
+                     first.user, first.collection)
+    trace = _trace(v.question_iri(AGENT, "named"), [named, *events[1:]])
+    text = render_trace(trace, 100)
+    assert "  Agent        researcher" in text and "  Conversation thread-4" in text
+    data = render_json.trace_json(trace)
+    assert (data["agent_name"], data["conversation_id"]) == ("researcher", "thread-4")
+    plain = render_json.trace_json(_trace(v.question_iri(AGENT, "plain"),
+                                          samples.agent_events(trajectories[0], "plain", start=START)))
+    assert (plain["agent_name"], plain["conversation_id"]) == (None, None)
+    assert "Agent  " not in render_trace(_trace(v.question_iri(AGENT, "plain"),
+                                                samples.agent_events(trajectories[0], "plain", start=START)), 100)

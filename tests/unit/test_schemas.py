@@ -5,7 +5,9 @@ and its single-object bytes (hex) written once, with the schema of that time.
 The bytes must keep decoding to the same message: a schema change that breaks
 old events fails here. When a schema changes compatibly, keep the old version
 under ``schemas/history/<version>/`` so its fingerprint stays known; never
-regenerate the hex.
+regenerate the hex. A later form of a type gets an example of its own,
+``<Type>.<form>.json`` (``AgentQuestion.conversation.json``: the optional fields
+added after 0.1.0).
 """
 
 from __future__ import annotations
@@ -49,16 +51,21 @@ def test_each_schema_file_holds_one_named_type_named_like_the_file(path: Path) -
     assert parsed["name"] == path.stem
 
 
-def test_there_is_one_golden_example_per_step_type() -> None:
+def step_type(path: Path) -> str:
+    """``AgentQuestion`` of ``AgentQuestion.json`` and of ``AgentQuestion.conversation.json``."""
+    return path.name.split(".")[0]
+
+
+def test_there_is_a_golden_example_per_step_type() -> None:
     step_types = {t.__name__ for t in ev.MECHANISM_OF}
-    assert {p.stem for p in EVENT_EXAMPLES} == step_types
+    assert {step_type(p) for p in EVENT_EXAMPLES} == step_types
     assert (EXAMPLES / "StepTriples.json").is_file()
 
 
 @pytest.mark.parametrize("path", EVENT_EXAMPLES, ids=lambda p: p.stem)
 def test_golden_example_round_trips_with_the_current_schemas(path: Path) -> None:
     event = event_from_example(path)
-    assert type(event.payload).__name__ == path.stem
+    assert type(event.payload).__name__ == step_type(path)
     assert wire.decode_event(wire.encode_event(event)) == event
 
 
@@ -88,3 +95,14 @@ def test_current_fingerprints_are_those_of_the_golden_bytes_or_kept_in_history()
     _, writers = codec._registry()
     for path in [*EVENT_EXAMPLES, EXAMPLES / "StepTriples.json"]:
         assert golden_bytes(path)[2:codec.HEADER_LEN] in writers, f"{path.name}: writer schema not kept"
+
+
+def test_an_agent_question_written_before_the_optional_fields_reads_with_none() -> None:
+    old = wire.decode_event(golden_bytes(EXAMPLES / "AgentQuestion.json"))
+    assert isinstance(old.payload, ev.AgentQuestion)
+    assert old.payload.conversation_id is None and old.payload.agent_name is None
+    assert golden_bytes(EXAMPLES / "AgentQuestion.json")[2:codec.HEADER_LEN] != codec.current_fingerprint(codec.EVENT)
+    new = wire.decode_event(golden_bytes(EXAMPLES / "AgentQuestion.conversation.json"))
+    assert new.payload == ev.AgentQuestion(
+        "Which magazine was started first, Arthur's Magazine or First for Women?",
+        conversation_id="thread-2025-06-02-0042", agent_name="researcher")

@@ -43,7 +43,7 @@ ints = st.integers(-(2**31), 2**31 - 1)
 longs = st.integers(-(2**63), 2**63 - 1)
 edges = st.builds(ev.SelectedEdge, texts, texts, texts, texts)
 payloads: st.SearchStrategy[Any] = st.one_of(
-    st.builds(ev.AgentQuestion, texts),
+    st.builds(ev.AgentQuestion, texts, st.none() | texts, st.none() | texts),
     st.builds(ev.AgentIteration, ints, texts, texts, texts, texts, st.lists(ints, max_size=5).map(tuple),
               st.none() | st.builds(ev.SubTrace, st.sampled_from(Mechanism), texts)),
     st.builds(ev.AgentConclusion, texts, ints),
@@ -86,6 +86,8 @@ GOOD = ev.Event("e", "s", Mechanism.AGENT, 1, datetime(2025, 1, 1, tzinfo=UTC),
     {"payload": ev.AgentIteration(2**31)}, {"payload": ev.AgentIteration(1, used=(True,))},
     {"payload": ev.AgentIteration(1, thought="\ud800")}, {"payload": ev.AgentIteration(1, used=("1",))},  # type: ignore[arg-type]
     {"payload": ev.AgentIteration(1, subtrace=ev.SubTrace("DOCRAG", "d"))},  # type: ignore[arg-type]
+    {"payload": ev.AgentQuestion("q", agent_name=7)},  # type: ignore[arg-type]
+    {"payload": ev.AgentQuestion("q", conversation_id=b"c")},  # type: ignore[arg-type]
     {"payload": ev.GraphRagFocus((("s", "p", "o"),))},  # type: ignore[arg-type]
     {"payload": ev.DocRagExploration(1, ("c", 2))},  # type: ignore[arg-type]
     {"payload": "not a payload"},
