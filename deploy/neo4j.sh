@@ -573,7 +573,11 @@ do_down() {
 do_status() {
   local state=stopped
   [[ -n $(running_pids) ]] && state=running
-  echo "neo4j $NEO4J_VERSION bolt://127.0.0.1:$BOLT_PORT http://127.0.0.1:$HTTP_PORT $state"
+  if [[ $SECURE == 1 ]]; then
+    echo "neo4j $NEO4J_VERSION bolt+s://127.0.0.1:$BOLT_PORT https://127.0.0.1:$HTTP_PORT $state"
+  else
+    echo "neo4j $NEO4J_VERSION bolt://127.0.0.1:$BOLT_PORT http://127.0.0.1:$HTTP_PORT $state"
+  fi
   [[ $state == running ]] || exit 3
 }
 
