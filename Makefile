@@ -4,7 +4,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up down status test unit demo bench faults lint clean-stack stack-tests
+.PHONY: up down status test unit demo bench faults lint clean-stack stack-tests secure-tests
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	bash scripts/bootstrap
@@ -44,3 +44,6 @@ clean-stack: down
 
 stack-tests: $(STAMP)
 	$(BIN)/pytest -q -m privatestack tests/stack
+
+secure-tests: $(STAMP)
+	$(BIN)/pytest -q -m securestack tests/secure

@@ -49,6 +49,7 @@ from provstream.codec.otlp import (
     split_by_trace,
 )
 from provstream.errors import ProvstreamError
+from provstream.security import aiokafka_options, check_kafka
 from provstream.settings import Settings
 
 log = logging.getLogger("provstream.otlp")
@@ -95,8 +96,9 @@ class Receiver:
         :raises ProvstreamError: Kafka unreachable, or a port in use
         """
         s = self.settings
+        check_kafka(s, "otlp")
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=s.kafka_bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+            **aiokafka_options(s, "otlp"), acks="all", enable_idempotence=True, linger_ms=5,
             # a trace's part is several KB: aiokafka's 16 KB default batch holds two (3.7x slower here); a batch
             # must stay under the topic's max.message.bytes (settings.max_message_bytes)
             max_batch_size=min(256 * 1024, s.max_message_bytes // 2),

@@ -44,6 +44,7 @@ from provstream.connectors.sink import backoff
 from provstream.core.fold import FoldState, fold
 from provstream.core.triples import StepTriples
 from provstream.errors import ConfigError, DecodeError, InvalidEvent, ProvstreamError, StoreUnavailable
+from provstream.security import check_kafka, kafka_python_options
 from provstream.settings import Settings
 
 WRITE_ATTEMPTS = 10
@@ -165,7 +166,8 @@ def start_positions(consumer: KafkaConsumer, topic: str, start: StartAt) -> dict
 
 
 def _open_consumer(settings: Settings) -> KafkaConsumer:
-    return KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, group_id=None, client_id="provstream-replay",
+    check_kafka(settings, "reader")
+    return KafkaConsumer(**kafka_python_options(settings, "reader"), group_id=None, client_id="provstream-replay",
                          enable_auto_commit=False, max_poll_records=settings.sink_batch_size)
 
 

@@ -43,7 +43,8 @@ from provstream.codec import records as wire
 from provstream.connectors.neo4j.rows import lineage_rows, triple_count
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import StepTriples
-from provstream.errors import DecodeError, DeliveryFailed, ProvstreamError, StoreError, StoreUnavailable
+from provstream.errors import ConfigError, DecodeError, DeliveryFailed, ProvstreamError, StoreError, StoreUnavailable
+from provstream.security import kafka_python_options
 from provstream.settings import Settings
 from provstream.topics import dead_letter_headers, source_of
 
@@ -308,7 +309,7 @@ class Sink:
 
 def open_consumer(settings: Settings) -> KafkaConsumer:
     return KafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap, group_id=settings.sink_group, client_id="provstream-sink",
+        **kafka_python_options(settings, "sink"), group_id=settings.sink_group, client_id="provstream-sink",
         enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=settings.sink_batch_size,
         # A sink that died (SIGKILL) holds its partitions until its session times out: keep that short.
         session_timeout_ms=10_000, heartbeat_interval_ms=2_000,
@@ -316,7 +317,7 @@ def open_consumer(settings: Settings) -> KafkaConsumer:
 
 
 def open_producer(settings: Settings) -> KafkaProducer:
-    return KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, client_id="provstream-sink-dlq", acks="all",
+    return KafkaProducer(**kafka_python_options(settings, "sink"), client_id="provstream-sink-dlq", acks="all",
                          max_request_size=settings.max_message_bytes + 64 * 1024)
 
 
@@ -327,6 +328,8 @@ def connect(what: str, opener: Callable[[], T], stop: threading.Event,
     while True:
         try:
             return opener()
+        except ConfigError:
+            raise  # a bad certificate, protocol or password: retrying cannot help
         except retry_on as exc:
             delay = backoff(attempt)
             log.warning("cannot reach %s (%s); retrying in %.1f s", what, exc, delay)
@@ -347,7 +350,7 @@ def run_sink(settings: Settings, stop: threading.Event, on_ready: Callable[[], N
     store = Neo4jStore(settings)
     try:
         connect("Neo4j", lambda: _ready_store(store), stop, (StoreUnavailable,))
-        connect("Kafka", lambda: ensure_topics(settings), stop, (KafkaError, ProvstreamError))
+        connect("Kafka", lambda: ensure_topics(settings, role="sink"), stop, (KafkaError, ProvstreamError))
         consumer = connect("Kafka", lambda: open_consumer(settings), stop)
         try:
             producer = connect("Kafka", lambda: open_producer(settings), stop)

@@ -21,6 +21,7 @@ from queue import Empty, SimpleQueue
 from typing import Any, Protocol
 
 from provstream.errors import DeliveryFailed, EmitError, EmitTimeout
+from provstream.security import kafka_python_options
 from provstream.settings import Settings
 from provstream.topics import PartitionMemo
 
@@ -103,7 +104,7 @@ def describe(exc: BaseException) -> str:
 def producer_config(settings: Settings) -> dict[str, Any]:
     """kafka-python producer settings: idempotent, ``acks=all``, batched for throughput."""
     return {
-        "bootstrap_servers": settings.kafka_bootstrap,
+        **kafka_python_options(settings, "emitter"),  # bootstrap_servers, TLS/SASL (docs/security.md)
         "client_id": "provstream-emitter",
         "enable_idempotence": True,
         "acks": "all",

@@ -19,6 +19,11 @@
 #   PROVSTREAM_KAFKA_READY_TIMEOUT    default 90 (seconds)
 #   PROVSTREAM_KAFKA_OPTS             extra JVM options (optional)
 #   PROVSTREAM_KAFKA_CDS              default 1; 0 disables the AppCDS archive (faster warm starts)
+#   PROVSTREAM_SECURE                 default 0; 1: SASL_SSL (SCRAM-SHA-512 users bootstrapped at
+#                                     format time), the KRaft StandardAuthorizer, an mTLS controller
+#                                     listener; certificates and passwords from deploy/secrets.sh
+#                                     (docs/security.md). A data directory keeps the mode it was
+#                                     formatted with.
 #
 # Layout under $STACK: lib/kafka (jars), data/kafka (log.dirs + KRaft metadata),
 # logs/kafka.log (server stdout/stderr; previous run kept as kafka.log.1),
@@ -38,6 +43,7 @@ CPORT=${PROVSTREAM_KAFKA_CONTROLLER_PORT:-9093}
 HEAP=${PROVSTREAM_KAFKA_HEAP:-768m}
 READY_TIMEOUT=${PROVSTREAM_KAFKA_READY_TIMEOUT:-90}
 STOP_TIMEOUT=30
+TLS=$STACK/secrets/tls
 
 TEMPLATES=$HERE/kafka
 POM=$TEMPLATES/pom.xml
@@ -51,6 +57,8 @@ RUN=$STACK/run
 PIDFILE=$RUN/kafka.pid
 LOCKFILE=$RUN/kafka.lock
 CONF=$STACK/conf/kafka
+# PROVSTREAM_SECURE unset: the mode the data was formatted with (status/down of a secured stack just work)
+SECURE=${PROVSTREAM_SECURE:-$(cat "$DATA/.provstream-secure" 2>/dev/null || echo 0)}
 # Tag on the java command line: identifies this stack's processes for `down`.
 TAG="-Dprovstream.kafka.stack=$STACK"
 
@@ -152,7 +160,16 @@ port_open() { # something accepts TCP connections on 127.0.0.1:$1
     timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
 }
 
-kafka_answers() { # a Kafka ApiVersions v0 request on 127.0.0.1:$1 gets a response
+kafka_answers() { # the broker answers on 127.0.0.1:$1 (secured: a verified TLS handshake)
+    if [ "$SECURE" = 1 ]; then
+        timeout 5 openssl s_client -connect "127.0.0.1:$1" -CAfile "$TLS/ca.pem" -verify_return_error \
+            -verify_ip 127.0.0.1 </dev/null >/dev/null 2>&1
+        return
+    fi
+    kafka_plain_answers "$1"
+}
+
+kafka_plain_answers() { # a Kafka ApiVersions v0 request on 127.0.0.1:$1 gets a response
     # request: size=12, api_key=18, api_version=0, correlation_id=0x70726f76, client_id="ps"
     # (any answer counts, even UNSUPPORTED_VERSION: it proves the request path works)
     local out
@@ -232,8 +249,45 @@ write_config() {
         -e "s|@CONTROLLER_PORT@|$CPORT|g" \
         -e "s|@DATA_DIR@|$(sed_escape "$DATA")|g" \
         "$TEMPLATES/server.properties.in" >"$CONF/server.properties.tmp"
+    if [ "$SECURE" = 1 ]; then
+        secure_config "$CONF/server.properties.tmp"
+    fi
     mv "$CONF/server.properties.tmp" "$CONF/server.properties"
     cp "$TEMPLATES/log4j2.xml" "$CONF/log4j2.xml"
+}
+
+secure_config() { # $1: the rendered plain config, turned into the secured one (mode 0600: it holds passwords)
+    local f=$1 storepass admin
+    chmod 600 "$f"
+    storepass=$(cat "$TLS/store-password")
+    admin=$(cat "$STACK/secrets/kafka/admin")
+    sed -i -e '/^listeners=/d' -e '/^advertised.listeners=/d' -e '/^inter.broker.listener.name=/d' \
+        -e '/^listener.security.protocol.map=/d' "$f"
+    cat >>"$f" <<EOF
+
+# ---- PROVSTREAM_SECURE=1 (deploy/kafka.sh secure_config; docs/security.md) ----
+# Clients: SASL_SSL with SCRAM-SHA-512 (users bootstrapped at format time).
+# Controller: TLS with client certificates; the broker's certificate (CN=kafka-broker) is its principal.
+listeners=SASL_SSL://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CPORT
+advertised.listeners=SASL_SSL://127.0.0.1:$PORT
+inter.broker.listener.name=SASL_SSL
+listener.security.protocol.map=CONTROLLER:SSL,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin";
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS/kafka.p12
+ssl.keystore.password=$storepass
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$TLS/truststore.p12
+ssl.truststore.password=$storepass
+ssl.endpoint.identification.algorithm=https
+listener.name.controller.ssl.client.auth=required
+ssl.principal.mapping.rules=RULE:^CN=([^,]*)\$/\$1/,DEFAULT
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin;User:kafka-broker
+allow.everyone.if.no.acl.found=false
+EOF
 }
 
 jvm_common() {
@@ -284,14 +338,29 @@ format_storage() { # once: KRaft needs a formatted log dir (meta.properties)
         cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
         echo "$cid" >"$CONF/cluster.id"
     done
-    local -a common
+    local -a common scram=()
     mapfile -t common < <(jvm_common)
+    if [ "$SECURE" = 1 ]; then
+        # SCRAM users in the bootstrap metadata (KIP-900): the principals exist before the first start.
+        local u
+        for u in $(bash "$HERE/secrets.sh" users); do
+            scram+=(--add-scram "SCRAM-SHA-512=[name=$u,password=$(cat "$STACK/secrets/kafka/$u")]")
+        done
+    fi
     # Static quorum (controller.quorum.voters): no --standalone.
     if ! "$JAVA" -Xmx256m "${common[@]}" kafka.tools.StorageTool format \
-        -t "$cid" -c "$CONF/server.properties" --ignore-formatted >>"$LOG" 2>&1 </dev/null 9>&-; then
+        -t "$cid" -c "$CONF/server.properties" --ignore-formatted "${scram[@]}" >>"$LOG" 2>&1 </dev/null 9>&-; then
         die "formatting the storage in $(show "$DATA") failed (see $(show "$LOG"))"
     fi
     [ -f "$DATA/meta.properties" ] || die "storage format wrote no meta.properties in $(show "$DATA") (see $(show "$LOG"))"
+    echo "$SECURE" >"$DATA/.provstream-secure"
+}
+
+check_mode() { # a data directory keeps the security mode it was formatted with
+    [ -f "$DATA/meta.properties" ] || return 0
+    local was
+    was=$(cat "$DATA/.provstream-secure" 2>/dev/null || echo 0)
+    [ "$was" = "$SECURE" ] || die "the data in $(show "$DATA") was formatted with PROVSTREAM_SECURE=$was, not $SECURE (use another PROVSTREAM_STACK_DIR, or remove $(show "$DATA"))"
 }
 
 STARTED=
@@ -337,7 +406,7 @@ do_up() {
     [ -z "$pid" ] || echo "$pid" >"$PIDFILE"
     if [ -n "$pid" ]; then
         local running_port
-        running_port=$(sed -n 's|^listeners=PLAINTEXT://[^:]*:\([0-9]*\).*|\1|p' "$CONF/server.properties" 2>/dev/null || true)
+        running_port=$(sed -n 's|^listeners=[A-Z_]*://[^:]*:\([0-9]*\).*|\1|p' "$CONF/server.properties" 2>/dev/null | tail -n 1 || true)
         if [ -n "$running_port" ] && [ "$running_port" != "$PORT" ]; then
             die "kafka of this stack already runs on 127.0.0.1:$running_port, not :$PORT (run deploy/kafka.sh down first; see $(show "$LOG"))"
         fi
@@ -368,6 +437,8 @@ do_up() {
         fi
     done
 
+    check_mode
+    if [ "$SECURE" = 1 ]; then bash "$HERE/secrets.sh" make; fi
     write_config
     [ -f "$LOG" ] && mv -f "$LOG" "$LOG.1"
     : >"$LOG"
@@ -407,7 +478,7 @@ do_up() {
     case $rc in
         0)
             trap - INT TERM HUP
-            echo "kafka $VERSION started on 127.0.0.1:$PORT (pid $STARTED, $((SECONDS - t0)) s)"
+            echo "kafka $VERSION started on 127.0.0.1:$PORT$([ "$SECURE" = 1 ] && echo ' SASL_SSL') (pid $STARTED, $((SECONDS - t0)) s)"
             return 0
             ;;
         1)

@@ -18,6 +18,9 @@
 #   PROVSTREAM_JAVA_HOME          [/usr/lib/jvm/java-17-openjdk-amd64] (17 or 21)
 #   PROVSTREAM_NEO4J_PASSWORD     [generated once into $STACK/secrets/neo4j-password]
 #   PROVSTREAM_NEO4J_CDS          [1]     0 disables the class-data-sharing archive
+#   PROVSTREAM_SECURE             [0]     1: Bolt over TLS only (tls_level REQUIRED) and HTTPS
+#                                         instead of HTTP on the HTTP port, with the certificate
+#                                         deploy/secrets.sh signs by the stack's CA (docs/security.md)
 #
 # Layout under $STACK: lib/neo4j/ (jars), neo4j/{conf,data,logs,run,import,
 # plugins,licenses}/ (server home), logs/neo4j.log (server stdout/stderr),
@@ -45,6 +48,8 @@ LOCK_FILE=$STACK/run/neo4j.lock
 SECRETS_DIR=$STACK/secrets
 PW_FILE=$SECRETS_DIR/neo4j-password
 
+SECURE=${PROVSTREAM_SECURE:-$(cat "$N4J_HOME/.provstream-secure" 2>/dev/null || echo 0)}
+TLS_DIR=$STACK/secrets/tls
 BOLT_PORT=${PROVSTREAM_NEO4J_BOLT_PORT:-7687}
 HTTP_PORT=${PROVSTREAM_NEO4J_HTTP_PORT:-7474}
 HEAP=${PROVSTREAM_NEO4J_HEAP:-1g}
@@ -235,6 +240,37 @@ install_browser_files() {
 
 # ---------------------------------------------------------------- config ---
 
+secure_config() {   # $1: the rendered plain config; prints the secured one
+  local pol
+  for pol in bolt https; do
+    mkdir -p "$N4J_HOME/certificates/$pol/trusted"
+    install -m 600 "$TLS_DIR/neo4j.key" "$N4J_HOME/certificates/$pol/private.key"
+    install -m 644 "$TLS_DIR/neo4j.crt" "$N4J_HOME/certificates/$pol/public.crt"
+    install -m 644 "$TLS_DIR/ca.pem" "$N4J_HOME/certificates/$pol/trusted/ca.pem"
+  done
+  printf '%s\n' "$1" | sed -e '/^server.bolt.tls_level=/d' -e '/^server.http.enabled=/d' \
+    -e '/^server.https.enabled=/d' -e "s|http://127.0.0.1:$HTTP_PORT/|https://127.0.0.1:$HTTP_PORT/|g"
+  cat <<EOF
+
+# ---- PROVSTREAM_SECURE=1 (deploy/neo4j.sh secure_config; docs/security.md) ----
+server.bolt.tls_level=REQUIRED
+dbms.ssl.policy.bolt.enabled=true
+dbms.ssl.policy.bolt.base_directory=$N4J_HOME/certificates/bolt
+dbms.ssl.policy.bolt.private_key=private.key
+dbms.ssl.policy.bolt.public_certificate=public.crt
+dbms.ssl.policy.bolt.client_auth=NONE
+server.http.enabled=false
+server.https.enabled=true
+server.https.listen_address=127.0.0.1:$HTTP_PORT
+server.https.advertised_address=127.0.0.1:$HTTP_PORT
+dbms.ssl.policy.https.enabled=true
+dbms.ssl.policy.https.base_directory=$N4J_HOME/certificates/https
+dbms.ssl.policy.https.private_key=private.key
+dbms.ssl.policy.https.public_certificate=public.crt
+dbms.ssl.policy.https.client_auth=NONE
+EOF
+}
+
 render_config() {
   mkdir -p "$CONF_DIR" "$N4J_HOME"/{data,logs,run,import,plugins,licenses} "$STACK/logs" "$STACK/run"
   local conf
@@ -245,6 +281,9 @@ render_config() {
   conf=${conf//@HTTP_PORT@/$HTTP_PORT}
   conf=${conf//@HEAP@/$HEAP}
   conf=${conf//@PAGECACHE@/$PAGECACHE}
+  if [[ $SECURE == 1 ]]; then
+    conf=$(secure_config "$conf")
+  fi
   printf '%s\n' "$conf" >"$CONF_DIR/neo4j.conf.tmp.$$"
   mv -f "$CONF_DIR/neo4j.conf.tmp.$$" "$CONF_DIR/neo4j.conf"
   cp -f "$TEMPLATE_DIR/server-logs.xml" "$TEMPLATE_DIR/user-logs.xml" "$CONF_DIR/"
@@ -285,12 +324,13 @@ curl_auth_config() {   # curl -K config line; keeps the password off the command
 }
 
 HTTP_CODE='' HTTP_BODY=''
+if [[ $SECURE == 1 ]]; then HTTP_SCHEME=https CURL_TLS=(--cacert "$TLS_DIR/ca.pem"); else HTTP_SCHEME=http CURL_TLS=(); fi
 http_probe() {   # authenticated RETURN 1; sets HTTP_CODE ("000": no answer) and HTTP_BODY
   local out
   out=$(curl_auth_config | curl -s -K - --max-time 30 -w '\n%{http_code}' \
     -H 'Content-Type: application/json' -H 'Accept: application/json' \
     -d '{"statements":[{"statement":"RETURN 1"}]}' \
-    "http://127.0.0.1:$HTTP_PORT/db/neo4j/tx/commit" 2>/dev/null) || true
+    "${CURL_TLS[@]}" "$HTTP_SCHEME://127.0.0.1:$HTTP_PORT/db/neo4j/tx/commit" 2>/dev/null) || true
   if [[ $out == *$'\n'* ]]; then
     HTTP_BODY=${out%$'\n'*} HTTP_CODE=${out##*$'\n'}
   else
@@ -298,7 +338,12 @@ http_probe() {   # authenticated RETURN 1; sets HTTP_CODE ("000": no answer) and
   fi
 }
 
-bolt_probe() {   # Bolt handshake: magic 6060B017, proposals 5.8..5.0 and 4.4..4.0
+bolt_probe() {   # Bolt handshake: magic 6060B017, proposals 5.8..5.0 and 4.4..4.0 (secured: a verified TLS handshake)
+  if [[ $SECURE == 1 ]]; then
+    timeout 5 openssl s_client -connect "127.0.0.1:$BOLT_PORT" -CAfile "$TLS_DIR/ca.pem" -verify_return_error \
+      -verify_ip 127.0.0.1 </dev/null >/dev/null 2>&1
+    return
+  fi
   local reply
   reply=$(
     exec 2>/dev/null
@@ -457,7 +502,12 @@ do_up() {
     port_in_use "$p" && die "port $p is already in use $(see_log)"
   done
   ensure_password
+  if [[ -d $N4J_HOME/data/databases && $(cat "$N4J_HOME/.provstream-secure" 2>/dev/null || echo 0) != "$SECURE" ]]; then
+    die "the data in $(rel "$N4J_HOME/data") was made with PROVSTREAM_SECURE=$(cat "$N4J_HOME/.provstream-secure" 2>/dev/null || echo 0), not $SECURE (use another PROVSTREAM_STACK_DIR)"
+  fi
+  [[ $SECURE == 1 ]] && bash "$SCRIPT_DIR/secrets.sh" make
   render_config
+  echo "$SECURE" >"$N4J_HOME/.provstream-secure"
   mkdir -p "$STACK/logs"
   printf '\n==== %s deploy/neo4j.sh up: Neo4j %s, Java %s, bolt 127.0.0.1:%s, http 127.0.0.1:%s ====\n' \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$NEO4J_VERSION" "$JAVA_HOME_DIR" "$BOLT_PORT" "$HTTP_PORT" >>"$LOG_FILE"
@@ -495,7 +545,11 @@ do_up() {
   esac
   printf '==== %s deploy/neo4j.sh up: ready after %ss (pid %s) ====\n' \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$((SECONDS - t0))" "$pid" >>"$LOG_FILE"
-  echo "neo4j $NEO4J_VERSION started (pid $pid) bolt://127.0.0.1:$BOLT_PORT http://127.0.0.1:$HTTP_PORT"
+  if [[ $SECURE == 1 ]]; then
+    echo "neo4j $NEO4J_VERSION started (pid $pid) bolt+s://127.0.0.1:$BOLT_PORT https://127.0.0.1:$HTTP_PORT"
+  else
+    echo "neo4j $NEO4J_VERSION started (pid $pid) bolt://127.0.0.1:$BOLT_PORT http://127.0.0.1:$HTTP_PORT"
+  fi
 }
 
 do_down() {
@@ -519,7 +573,11 @@ do_down() {
 do_status() {
   local state=stopped
   [[ -n $(running_pids) ]] && state=running
-  echo "neo4j $NEO4J_VERSION bolt://127.0.0.1:$BOLT_PORT http://127.0.0.1:$HTTP_PORT $state"
+  if [[ $SECURE == 1 ]]; then
+    echo "neo4j $NEO4J_VERSION bolt+s://127.0.0.1:$BOLT_PORT https://127.0.0.1:$HTTP_PORT $state"
+  else
+    echo "neo4j $NEO4J_VERSION bolt://127.0.0.1:$BOLT_PORT http://127.0.0.1:$HTTP_PORT $state"
+  fi
   [[ $state == running ]] || exit 3
 }
 

@@ -12,6 +12,16 @@ Kafka on) is, the bootstrap is ``127.0.0.1:<that port>``; likewise
 ``PROVSTREAM_NEO4J_URI`` from ``PROVSTREAM_NEO4J_BOLT_PORT`` and
 ``PROVSTREAM_NEO4J_HTTP`` from ``PROVSTREAM_NEO4J_HTTP_PORT``. So one
 variable per endpoint is enough for a stack on private ports.
+
+Security (docs/security.md): ``PROVSTREAM_KAFKA_SECURITY_PROTOCOL``
+(``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL``),
+``PROVSTREAM_KAFKA_SASL_MECHANISM`` (``SCRAM-SHA-512``, ``PLAIN``),
+``PROVSTREAM_KAFKA_USERNAME`` / ``_PASSWORD`` (or ``_PASSWORD_FILE``),
+``PROVSTREAM_KAFKA_CA_FILE`` and ``PROVSTREAM_NEO4J_CA_FILE``. With
+``PROVSTREAM_SECURE=1`` the defaults come from the secured local stack
+(``SASL_SSL``, its CA, ``bolt+s://``, each role's password from
+``<stack dir>/secrets/kafka/``); :mod:`provstream.security` turns them into
+each client library's options.
 """
 
 from __future__ import annotations
@@ -66,6 +76,14 @@ class Settings:
     otlp_grpc_port: int = 4317
     otlp_http_port: int = 4318
     otlp_settle_ms: int = 3000  # a trace whose spans came out of order is translated after this long without a span
+    secure: int = 0  # 1: the secured local stack: SASL_SSL, its CA and each role's credentials from its secrets
+    kafka_security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    kafka_sasl_mechanism: str = "SCRAM-SHA-512"  # or PLAIN
+    kafka_username: str = ""  # empty with PROVSTREAM_SECURE=1: the role's user of the local stack
+    kafka_password: str = field(default="", repr=False)
+    kafka_password_file: str = ""  # the password read from this file (first line) when none is given
+    kafka_ca_file: str = ""  # PEM CA bundle that signed the brokers' certificates; empty: the system's
+    neo4j_ca_file: str = ""  # PEM CA for bolt+s:// / neo4j+s://; empty: the system's
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -85,10 +103,13 @@ class Settings:
             raw = env.get("PROVSTREAM_" + f.name.upper())
             if raw is not None and raw != "":
                 values[f.name] = _convert(f.name, f.type, raw)
+        secure = values.get("secure", overrides.get("secure", 0)) == 1
         for name, port_var, form in _FROM_PORTS:
             port = env.get(port_var, "")
             if name not in values and port != "":
                 values[name] = form.format(_port(port_var, port))
+        if secure:
+            values = _secure_defaults(values, explicit={k for k in values if env.get('PROVSTREAM_' + k.upper())})
         return replace(cls(**values), **overrides).with_stack_secret()
 
     def with_stack_secret(self) -> Settings:
@@ -131,6 +152,22 @@ def _port(name: str, raw: str) -> int:
     if raw.isdigit() and 0 < int(raw) < 65536:
         return int(raw)
     raise ConfigError(f"{name} must be a port number (1-65535), got {raw!r}")
+
+
+def _secure_defaults(values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+    """PROVSTREAM_SECURE=1: what the secured local stack (deploy/*.sh) needs, where not set explicitly."""
+    stack_dir = Path(values.get("stack_dir") or _default_stack_dir())
+    tls = stack_dir / "secrets" / "tls"
+    values.setdefault("kafka_security_protocol", "SASL_SSL")
+    values.setdefault("kafka_ca_file", str(tls / "ca.pem"))
+    values.setdefault("neo4j_ca_file", str(tls / "ca.pem"))
+    uri = values.get("neo4j_uri", Settings.neo4j_uri)
+    if uri.startswith("bolt://") and "neo4j_uri" not in explicit:
+        values["neo4j_uri"] = "bolt+s://" + uri.removeprefix("bolt://")
+    http = values.get("neo4j_http", Settings.neo4j_http)
+    if http.startswith("http://") and "neo4j_http" not in explicit:
+        values["neo4j_http"] = "https://" + http.removeprefix("http://")
+    return values
 
 
 def _read_secret(stack_dir: Path) -> str:

@@ -184,6 +184,10 @@ def up(settings: Settings, *, apps: bool = True, say=print) -> None:  # type: ig
         created = ensure_topics(settings)
         if created:
             say(f"topics created: {', '.join(created)}")
+        if settings.secure:
+            from provstream.acls import ensure_acls
+
+            say(f"acls: {ensure_acls(settings)} least-privilege ACLs in place (docs/security.md)")
         if apps:
             for app in APPS:
                 was_running = app_pid(settings, app) is not None

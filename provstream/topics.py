@@ -12,9 +12,15 @@ from collections.abc import Iterable
 from typing import Final
 
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+)
 
 from provstream.errors import ProvstreamError
+from provstream.security import check_kafka, kafka_python_options
 from provstream.settings import Settings
 
 UNBOUNDED = {"retention.ms": "-1", "retention.bytes": "-1"}
@@ -119,10 +125,19 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
     ]
 
 
-def ensure_topics(settings: Settings, timeout_ms: int = 30_000) -> list[str]:
-    """Create any missing provstream topic; return the names created."""
+def ensure_topics(settings: Settings, timeout_ms: int = 30_000, role: str = "admin") -> list[str]:
+    """Create any missing provstream topic; return the names created.
+
+    :param settings: the topics and the Kafka client settings.
+    :param timeout_ms: the longest wait per admin request.
+    :param role: the principal asking (:mod:`provstream.security`); on a
+        secured cluster only ``admin`` may create topics, and a topic the
+        role may not create (or not even see) is left to the admin.
+    :returns: the names of the topics this call created.
+    """
+    check_kafka(settings, role)
     try:
-        admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=timeout_ms,
+        admin = KafkaAdminClient(**kafka_python_options(settings, role), request_timeout_ms=timeout_ms,
                                  client_id="provstream-admin")
     except KafkaError as exc:
         raise ProvstreamError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc} "
@@ -135,6 +150,8 @@ def ensure_topics(settings: Settings, timeout_ms: int = 30_000) -> list[str]:
                 admin.create_topics([spec], timeout_ms=timeout_ms)
             except TopicAlreadyExistsError:
                 pass
+            except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError):
+                missing = [t for t in missing if t is not spec]  # not this principal's to create
         return [t.name for t in missing]
     except KafkaError as exc:
         raise ProvstreamError(f"cannot create topics on {settings.kafka_bootstrap}: {exc}") from exc

@@ -55,6 +55,7 @@ from faust.types import EventT, StreamT
 
 from provstream import topics
 from provstream.core.fold import FoldState
+from provstream.security import faust_options
 from provstream.settings import Settings
 from provstream.streams import faust_fence, faust_fixes, faust_speedups, spans_agent
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
@@ -145,6 +146,7 @@ def _config(settings: Settings, options: WorkerOptions) -> dict[str, Any]:
         "producer_max_batch_size": 256 * 1024,
         "producer_max_request_size": max(settings.max_message_bytes + 64 * 1024, 1_048_576),
         "stream_buffer_maxsize": 8192,
+        **faust_options(settings, "worker"),  # TLS/SASL for its consumer, producer and changelog
     }
 
 

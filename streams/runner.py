@@ -18,6 +18,7 @@ from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 
 from provstream.errors import ConfigError, ProvstreamError
+from provstream.security import kafka_python_options
 from provstream.settings import Settings
 from provstream.streams.app import WorkerOptions, create_app, datadir
 from provstream.topics import ensure_topics
@@ -31,7 +32,7 @@ def _say(line: str) -> None:
 
 def prepare(settings: Settings) -> None:
     """Create missing topics; refuse an events topic that is not co-partitioned with the table."""
-    ensure_topics(settings)
+    ensure_topics(settings, role="worker")
     count = _partition_count(settings)
     if count != settings.partitions:
         raise ConfigError(
@@ -43,7 +44,7 @@ def prepare(settings: Settings) -> None:
 def _partition_count(settings: Settings) -> int:
     consumer = None
     try:
-        consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, client_id="provstream-worker-check")
+        consumer = KafkaConsumer(**kafka_python_options(settings, "worker"), client_id="provstream-worker-check")
         return len(consumer.partitions_for_topic(settings.events_topic) or ())
     except KafkaError as exc:
         raise ProvstreamError(f"cannot read topic metadata from Kafka at {settings.kafka_bootstrap}: {exc}") from exc

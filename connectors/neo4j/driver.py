@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
@@ -22,7 +23,8 @@ from typing import Any, ClassVar, Self
 from neo4j import Driver, GraphDatabase
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, SessionExpired, TransientError
 
-from provstream.errors import StoreError, StoreUnavailable
+from provstream.errors import ConfigError, StoreError, StoreUnavailable
+from provstream.security import neo4j_driver_target
 from provstream.settings import Settings
 
 
@@ -36,10 +38,29 @@ def translated(action: str) -> Iterator[None]:
     """
     try:
         yield
-    except (ServiceUnavailable, SessionExpired, TransientError) as exc:
+    except ServiceUnavailable as exc:
+        cause = _tls_cause(exc)
+        if cause:
+            raise ConfigError(f"TLS to Neo4j failed while {action}: {cause} (check PROVSTREAM_NEO4J_URI "
+                              "bolt+s:// / neo4j+s:// and PROVSTREAM_NEO4J_CA_FILE)") from exc
+        raise StoreUnavailable(f"Neo4j unavailable while {action}: {exc}") from exc
+    except (SessionExpired, TransientError) as exc:
         raise StoreUnavailable(f"Neo4j unavailable while {action}: {exc}") from exc
     except (Neo4jError, DriverError) as exc:
         raise StoreError(f"Neo4j refused {action}: {exc}") from exc
+
+
+def _tls_cause(exc: BaseException) -> str:
+    """The TLS failure behind a driver error (an untrusted certificate, a plaintext server), or ``""``."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"the server's certificate is not trusted ({seen.verify_message})"
+        if isinstance(seen, ssl.SSLError):
+            return f"no TLS handshake ({seen.reason or seen})"
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc)
+    return text if "SSL" in text or "certificate" in text else ""
 
 
 def connect_driver(settings: Settings, **options: Any) -> Driver:
@@ -50,8 +71,9 @@ def connect_driver(settings: Settings, **options: Any) -> Driver:
     :returns: a driver whose connectivity was verified; the caller closes it.
     """
     with translated("connecting"):
-        driver = GraphDatabase.driver(settings.neo4j_uri, auth=settings.neo4j_auth,
-                                      notifications_min_severity="OFF", **options)
+        uri, tls = neo4j_driver_target(settings)  # bolt+s:// with PROVSTREAM_NEO4J_CA_FILE
+        driver = GraphDatabase.driver(uri, auth=settings.neo4j_auth,
+                                      notifications_min_severity="OFF", **tls, **options)
         try:
             driver.verify_connectivity()
         except BaseException:

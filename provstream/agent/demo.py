@@ -173,8 +173,11 @@ def wait_for_sessions(settings: Settings, uris: Sequence[str], *, timeout: float
     done: set[str] = set()
     last_error, reported = "", -1
     # This loop is the retry: keep the driver's own retries and timeouts short.
-    with GraphDatabase.driver(settings.neo4j_uri, auth=settings.neo4j_auth, notifications_min_severity="OFF",
-                              max_transaction_retry_time=min(poll, 5.0), connection_timeout=5.0) as driver:
+    from provstream.security import neo4j_driver_target
+
+    uri, tls = neo4j_driver_target(settings)  # bolt+s:// with PROVSTREAM_NEO4J_CA_FILE
+    with GraphDatabase.driver(uri, auth=settings.neo4j_auth, notifications_min_severity="OFF",
+                              max_transaction_retry_time=min(poll, 5.0), connection_timeout=5.0, **tls) as driver:
         while True:
             try:
                 done = _complete(driver, settings, wanted)

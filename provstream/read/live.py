@@ -19,6 +19,7 @@ from kafka.errors import KafkaError
 from provstream.codec.records import decode_triples
 from provstream.core.triples import StepTriples
 from provstream.errors import DecodeError, ProvstreamError
+from provstream.security import check_kafka, kafka_python_options
 from provstream.settings import Settings
 
 
@@ -35,7 +36,8 @@ class TriplesTail:
     def open(self) -> TriplesTail:
         topic = self._settings.triples_topic
         try:
-            consumer = KafkaConsumer(bootstrap_servers=self._settings.kafka_bootstrap, group_id=None,
+            check_kafka(self._settings, "reader")
+            consumer = KafkaConsumer(**kafka_python_options(self._settings, "reader"), group_id=None,
                                      enable_auto_commit=False, client_id="provstream-follow")
         except KafkaError as exc:
             raise ProvstreamError(f"cannot reach Kafka at {self._settings.kafka_bootstrap}: {exc}") from exc
