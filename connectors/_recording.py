@@ -22,8 +22,9 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from functools import wraps
+from typing import Any, TypeVar, cast
 
 from provstream.connectors.emitter import AgentSession, DocRagSession, GraphRagSession, NullSession
 
@@ -205,3 +206,23 @@ class RunRecorder:
         self._new_turn()
         self._step(thought=text)
         self._previous, self._current = [self.session.iterations], []
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(method: F) -> F:
+    """Run an adapter callback; any exception is counted and logged once (``self._guard``), never raised.
+
+    :param method: a callback of an object with a :class:`Guard` in ``_guard``.
+    :returns: the same callback, returning ``None`` whatever happens inside.
+    """
+
+    @wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the adapter must never break the agent
+            self._guard.failed(method.__name__, exc)
+
+    return cast(F, run)

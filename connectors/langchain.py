@@ -47,34 +47,20 @@ import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import wraps
-from typing import Any, TypeVar, cast
+from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from provstream.connectors._recording import RECENT, Guard, Recent, RunRecorder, error_text, json_arguments
+from provstream.connectors._recording import RECENT, Guard, Recent, RunRecorder, error_text, guarded, json_arguments
 from provstream.connectors.emitter import AgentSession, DocRagSession, Emitter, NullSession
 
 __all__ = ["ProvenanceCallbackHandler"]
 
 log = logging.getLogger(__name__)
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-def _guarded(method: F) -> F:
-    """Run a callback; any exception is counted and logged once, never raised into the agent."""
-
-    @wraps(method)
-    def run(self: ProvenanceCallbackHandler, *args: Any, **kwargs: Any) -> None:
-        try:
-            method(self, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the adapter must never break the agent
-            self._guard.failed(method.__name__, exc)
-
-    return cast(F, run)
 
 
 @dataclass
@@ -162,7 +148,7 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
 
     # -- chains (the agent run itself) -------------------------------------
 
-    @_guarded
+    @guarded
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
                        parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         run = self._register(run_id, parent_run_id, "chain")
@@ -176,13 +162,13 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
                 and "messages" in inputs:
             parent.nested.append(self._open(run, run_id, inputs, name))
 
-    @_guarded
+    @guarded
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._pop(run_id)
         if run is not None and run.root and run.context is not None:
             run.context.finish(answer=_final_text(outputs))
 
-    @_guarded
+    @guarded
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._pop(run_id)
         if run is not None and run.root and run.context is not None:
@@ -190,12 +176,12 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
 
     # -- model turns -----------------------------------------------------------
 
-    @_guarded
+    @guarded
     def on_chat_model_start(self, serialized: dict[str, Any] | None, messages: Any, *, run_id: UUID,
                             parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         self._model_start(run_id, parent_run_id)
 
-    @_guarded
+    @guarded
     def on_llm_start(self, serialized: dict[str, Any] | None, prompts: Any, *, run_id: UUID,
                      parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         self._model_start(run_id, parent_run_id)
@@ -205,7 +191,7 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
         if run.context is not None and run.tool is None:
             run.context.model_started()
 
-    @_guarded
+    @guarded
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._pop(run_id)
         if run is None or run.context is None or run.tool is not None:
@@ -220,13 +206,13 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
             text, reasoning, calls = str(getattr(first, "text", "") or ""), "", 0
         run.context.model_turn(text=text, reasoning=reasoning, tool_calls=calls)
 
-    @_guarded
+    @guarded
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._pop(run_id)  # the agent run's own error (on_chain_error) records it
 
     # -- tools -------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *, run_id: UUID,
                       parent_run_id: UUID | None = None, inputs: dict[str, Any] | None = None,
                       **kwargs: Any) -> None:
@@ -234,11 +220,11 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
         run.name = str((serialized or {}).get("name") or kwargs.get("name") or "tool")
         run.arguments = json_arguments(inputs if inputs is not None else input_str)
 
-    @_guarded
+    @guarded
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._tool_done(run_id, _text_of(output))
 
-    @_guarded
+    @guarded
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._tool_done(run_id, error_text(error))
 
@@ -263,7 +249,7 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
 
     # -- retrievers (Document RAG sub-traces of a tool step) ---------------------
 
-    @_guarded
+    @guarded
     def on_retriever_start(self, serialized: dict[str, Any] | None, query: str, *, run_id: UUID,
                            parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         run = self._register(run_id, parent_run_id, "retriever")
@@ -271,13 +257,13 @@ class ProvenanceCallbackHandler(BaseCallbackHandler):
             run.session = self.emitter.docrag(str(query), user=self.user, collection=self.collection)
             run.tool.docrag.append(run.session)
 
-    @_guarded
+    @guarded
     def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
         run = self._pop(run_id)
         if run is not None and run.session is not None:
             run.session.explore(len(documents), [_document_id(d, i) for i, d in enumerate(documents, start=1)])
 
-    @_guarded
+    @guarded
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._pop(run_id)
         if run is not None and run.session is not None:

@@ -48,35 +48,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import wraps
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from agents.tracing import TracingProcessor
 
-from provstream.connectors._recording import RECENT, Guard, Recent, RunRecorder, error_text, json_arguments
+from provstream.connectors._recording import RECENT, Guard, Recent, RunRecorder, error_text, guarded, json_arguments
 from provstream.connectors.emitter import AgentSession, Emitter
 
 __all__ = ["ProvenanceProcessor"]
 
 log = logging.getLogger(__name__)
-F = TypeVar("F", bound=Callable[..., Any])
 _MODEL_SPANS = ("generation", "response")
 _RUN_SPANS = ("generation", "response", "agent", "task", "turn")  # an error on one of these fails the run
 
-
-def _guarded(method: F) -> F:
-    """Run a processor callback; any exception is counted and logged once, never raised into the run."""
-
-    @wraps(method)
-    def run(self: ProvenanceProcessor, *args: Any, **kwargs: Any) -> None:
-        try:
-            method(self, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the adapter must never break the agent
-            self._guard.failed(method.__name__, exc)
-
-    return cast(F, run)
 
 
 @dataclass
@@ -148,19 +134,19 @@ class ProvenanceProcessor(TracingProcessor):
 
     # -- TracingProcessor ----------------------------------------------------
 
-    @_guarded
+    @guarded
     def on_trace_start(self, trace: Any) -> None:
         with self._lock:
             self._traces[trace.trace_id] = _Trace(_Context(str(trace.name or ""), trace.trace_id))
 
-    @_guarded
+    @guarded
     def on_trace_end(self, trace: Any) -> None:
         with self._lock:
             state = self._traces.pop(trace.trace_id, None)
         if state is not None:
             self._finish(state.main)
 
-    @_guarded
+    @guarded
     def on_span_start(self, span: Any) -> None:
         state = self._trace(span)
         if state is None:
@@ -179,7 +165,7 @@ class ProvenanceProcessor(TracingProcessor):
         if kind in _MODEL_SPANS and tool is None and context.recorder is not None:
             context.recorder.model_started()
 
-    @_guarded
+    @guarded
     def on_span_end(self, span: Any) -> None:
         state = self._trace(span)
         if state is None:
