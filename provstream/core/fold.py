@@ -33,10 +33,6 @@ _STEP_KEYS: dict[type, str] = {
     ev.GraphRagFocus: "focus", ev.GraphRagSynthesis: "synthesis",
     ev.DocRagQuestion: "question", ev.DocRagExploration: "exploration", ev.DocRagSynthesis: "synthesis",
 }
-_RAG_ORDER = {
-    v.Mechanism.GRAPHRAG: ("question", "exploration", "focus", "synthesis"),
-    v.Mechanism.DOCRAG: ("question", "exploration", "synthesis"),
-}
 
 
 @dataclass(frozen=True)
@@ -134,7 +130,7 @@ def status(state: FoldState) -> SessionStatus:
         late = sum(1 for k in keys if k.startswith("i") and int(k[1:]) > n)
         expected = n + 2
     else:
-        order = _RAG_ORDER[state.mechanism]
+        order = v.RAG_STEPS[state.mechanism]
         if "synthesis" not in keys:
             return SessionStatus(SessionState.OPEN, len(keys))
         missing = tuple(i for i, k in enumerate(order) if k not in keys)

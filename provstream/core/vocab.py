@@ -104,6 +104,12 @@ _QUESTION_PREFIX: Final = {
     Mechanism.DOCRAG: "urn:trustgraph:docrag:",
 }
 
+# The steps of a RAG session, in order (their position is the step's ``seq``).
+RAG_STEPS: Final = {
+    Mechanism.GRAPHRAG: ("question", "exploration", "focus", "synthesis"),
+    Mechanism.DOCRAG: ("question", "exploration", "synthesis"),
+}
+
 SESSION_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 

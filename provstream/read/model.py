@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from provstream.core.triples import SessionState, SessionStatus
-from provstream.core.vocab import Mechanism
+from provstream.core.vocab import RAG_STEPS, Mechanism
 
 # Session status words, as stored on the Question node and shown to users.
 COMPLETE = SessionState.CONCLUDED.word
@@ -124,10 +124,6 @@ class AgentTrace:
 
 Trace = Union[AgentTrace, RagTrace]
 
-RAG_STEPS = {
-    Mechanism.GRAPHRAG: ("question", "exploration", "focus", "synthesis"),
-    Mechanism.DOCRAG: ("question", "exploration", "synthesis"),
-}
 
 
 def missing_names(mechanism: Mechanism, missing: tuple[int, ...]) -> tuple[str, ...]:
