@@ -45,7 +45,7 @@ class TraceReader(DriverOwner):
     def _read(self, action: str, query: LiteralString, **params: Any) -> list[dict[str, Any]]:
         if self._driver is None:
             raise StoreError("TraceReader is not open: call open() or use it as a context manager")
-        with translated(action):
+        with translated(action, self._settings):
             result = self._driver.execute_query(
                 query, {**params, "graph": v.GRAPH}, routing_=RoutingControl.READ,
                 database_=self._settings.neo4j_database,

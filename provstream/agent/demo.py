@@ -167,7 +167,9 @@ def wait_for_sessions(settings: Settings, uris: Sequence[str], *, timeout: float
     credentials fail at once (:class:`StoreError`).
     """
     from neo4j import GraphDatabase
-    from neo4j.exceptions import AuthError, DriverError, Neo4jError
+    from neo4j.exceptions import DriverError, Neo4jError
+
+    from provstream.connectors.neo4j.driver import auth_message, is_auth_error
 
     wanted, deadline = set(uris), time.monotonic() + timeout
     done: set[str] = set()
@@ -179,9 +181,9 @@ def wait_for_sessions(settings: Settings, uris: Sequence[str], *, timeout: float
             try:
                 done = _complete(driver, settings, wanted)
                 last_error = ""
-            except AuthError as exc:
-                raise StoreError(f"Neo4j at {settings.neo4j_uri} refused the credentials: {exc.message}") from exc
             except (Neo4jError, DriverError, OSError) as exc:
+                if is_auth_error(exc):
+                    raise StoreError(auth_message(settings)) from exc
                 last_error = f"; last error: {type(exc).__name__}: {exc}"
             if out is not None and len(done) != reported:
                 reported = len(done)
