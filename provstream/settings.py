@@ -57,6 +57,7 @@ class Settings:
     emit_block_ms: int = 10_000
     emit_close_ms: int = 15_000  # the longest close() (and the flush at interpreter exit) waits for Kafka
     max_message_bytes: int = 1_000_000
+    invoke_wait_ms: int = 60_000  # the longest tg-invoke-agent waits for its trace to be queryable in Neo4j
     llm_url: str = ""
     llm_model: str = ""
     llm_api_key: str = field(default="", repr=False)

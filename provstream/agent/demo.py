@@ -82,7 +82,8 @@ def stream_trajectories(emitter: DemoSessions, path: Path, pause: Callable[[], N
                               observation=step.observation)
         session.conclude(record.answer)
         uris.append(session.uri)
-        out(f"[agent {n}/{len(records)}] {session.uri}  {len(record.steps)} steps  {_short(record.question)}")
+        # steps as list, show and Neo4j count them: the question, each iteration, the conclusion
+        out(f"[agent {n}/{len(records)}] {session.uri}  {len(record.steps) + 2} steps  {_short(record.question)}")
     return uris
 
 
