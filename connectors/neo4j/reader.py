@@ -7,6 +7,7 @@ anything else -> :class:`StoreError`); no I/O before :meth:`TraceReader.open`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, LiteralString
 
 from neo4j import RoutingControl
@@ -22,9 +23,18 @@ from provstream.read.model import UNKNOWN, Completeness
 class TraceReader(DriverOwner):
     """Read-only queries over the retrieval graph in Neo4j."""
 
-    def list_traces(self, *, user: str, collection: str, limit: int) -> list[TraceRow]:
-        """Top-level sessions of the scope, newest first, sub-traces nested."""
-        records = self._read("listing traces", q.LIST_TRACES, user=user, collection=collection, limit=limit)
+    def list_traces(self, *, user: str, collection: str, limit: int, status: str | None = None,
+                    mechanism: v.Mechanism | None = None, since: datetime | None = None) -> list[TraceRow]:
+        """Top-level sessions of the scope, newest first, sub-traces nested.
+
+        :param status: only traces with this status (``complete``, ``open``, ``incomplete``).
+        :param mechanism: only traces of this type; GraphRAG/DocRAG sub-traces are then listed on their own too.
+        :param since: only traces started at or after this (aware) moment.
+        :returns: the rows, at most ``limit``.
+        """
+        records = self._read("listing traces", q.LIST_TRACES, user=user, collection=collection, limit=limit,
+                             status=status, mechanism=None if mechanism is None else mechanism.value,
+                             since=None if since is None else since.isoformat())
         return [row_from_record(r) for r in records]
 
     def completeness(self, question_iri: str, *, user: str, collection: str) -> Completeness:

@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from provstream.agent.run import AgentRun, invoke
 from provstream.cli.guard import guarded
+from provstream.cli.options import add_scope, finish, scope
 from provstream.core.request import DEFAULT_MAX_STEPS, AgentRequest
 from provstream.settings import Settings
 
@@ -35,8 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-q", "--question", required=True, help="the question")
-    parser.add_argument("-U", "--user", help="user scope (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection scope (default: default)")
+    add_scope(parser, " scope")
     parser.add_argument("--session-id", help="session id (default: a new UUID; '' records nothing)")
     parser.add_argument("--no-wait", action="store_true",
                         help="return once every step reached Kafka, without waiting for the trace to be "
@@ -48,9 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def request_from(args: argparse.Namespace, settings: Settings) -> AgentRequest:
     session_id = str(uuid.uuid4()) if args.session_id is None else args.session_id
-    return AgentRequest(args.question, user=args.user or settings.user,
-                        collection=args.collection or settings.collection,
-                        session_id=session_id, max_steps=args.max_steps)
+    user, collection = scope(args, settings)
+    return AgentRequest(args.question, user=user, collection=collection, session_id=session_id,
+                        max_steps=args.max_steps)
 
 
 def report(kind: str, text: str) -> None:
@@ -81,7 +81,7 @@ def banner(settings: Settings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return guarded("tg-invoke-agent", invoke_command, build_parser().parse_args(argv))
+    return guarded("tg-invoke-agent", invoke_command, finish(build_parser()).parse_args(argv))
 
 
 def invoke_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from provstream.cli.options import add_scope, scope
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import KafkaTransport, MemoryTransport
 from provstream.core.trajectories import load, replay
@@ -30,13 +31,13 @@ def register(subparsers: Any) -> None:
                                    description=__doc__)
     parser.add_argument("--jsonl", required=True, type=Path, metavar="FILE",
                         help="one run per line (ReAct trajectory, docrag or graphrag record)")
-    parser.add_argument("-U", "--user", help="user scope (default: settings, 'trustgraph')")
-    parser.add_argument("-C", "--collection", help="collection scope (default: settings, 'default')")
+    add_scope(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    settings = replace(settings, user=args.user or settings.user, collection=args.collection or settings.collection)
+    user, collection = scope(args, settings)
+    settings = replace(settings, user=user, collection=collection)
     check(args.jsonl, settings)
     emitter = Emitter(settings)
     try:

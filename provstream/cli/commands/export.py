@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from provstream.cli.options import add_scope, scope
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.errors import ProvstreamError
 from provstream.read.export import FORMATS, export
@@ -25,8 +26,7 @@ def register(subparsers: Any) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("uri", nargs="?", metavar="URI", help="question IRI of the trace")
     target.add_argument("--all", action="store_true", help="every trace of the user and collection")
-    parser.add_argument("-U", "--user", help="user (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection (default: default)")
+    add_scope(parser)
     parser.add_argument("--format", required=True, choices=FORMATS)
     parser.add_argument("--strict-prov", action="store_true",
                         help="map derivations from activities so the output passes the PROV constraints")
@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    user, collection = args.user or settings.user, args.collection or settings.collection
+    user, collection = scope(args, settings)
     with Neo4jStore(settings) as store:
         if args.all:
             triples = store.scope_triples(user=user, collection=collection)

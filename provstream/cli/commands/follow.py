@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any
 
+from provstream.cli.options import add_scope, scope
 from provstream.cli.read import terminal_width
 from provstream.read.follow import follow
 from provstream.read.live import TriplesTail
@@ -18,14 +19,13 @@ from provstream.settings import Settings
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("follow", help="print steps live as they happen", description=__doc__)
-    parser.add_argument("-U", "--user", help="user (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection (default: default)")
+    add_scope(parser)
     parser.add_argument("--from-beginning", action="store_true", help="start at the oldest step kept")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    user, collection = args.user or settings.user, args.collection or settings.collection
+    user, collection = scope(args, settings)
     with TriplesTail(settings, from_beginning=args.from_beginning) as tail:
         print(f"following {settings.triples_topic} for user {user!r} collection {collection!r}; Ctrl-C to stop",
               file=sys.stderr, flush=True)
