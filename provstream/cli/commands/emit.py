@@ -23,6 +23,7 @@ from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import KafkaTransport, MemoryTransport
 from provstream.core.trajectories import load, replay
 from provstream.errors import InvalidInput, InvalidStep
+from provstream.progress import Progress, Ticker
 from provstream.settings import Settings
 
 
@@ -38,18 +39,22 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     user, collection = scope(args, settings)
     settings = replace(settings, user=user, collection=collection)
-    check(args.jsonl, settings)
+    total = check(args.jsonl, settings)
     emitter = Emitter(settings)
+    bar = Progress("emit", unit="runs")
     try:
         transport = emitter.transport
         if isinstance(transport, KafkaTransport):
             transport.wait_connected(settings.emit_block_ms / 1000 + 5)
         printing = True
-        for _, record in load(args.jsonl):
+        for n, (_, record) in enumerate(load(args.jsonl), start=1):
             uri = replay(emitter, record)
             printing = printing and print_line(uri)
-        emitter.flush()
+            bar.update(n, total)
+        with Ticker(f"emit: waiting for Kafka at {settings.kafka_bootstrap} to acknowledge every step"):
+            emitter.flush()
     finally:
+        bar.finish()
         emitter.close()
     return 0
 

@@ -16,6 +16,7 @@ from typing import Any
 from provstream.cli.options import add_scope, scope
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.errors import ProvstreamError
+from provstream.progress import Ticker
 from provstream.read.export import FORMATS, export
 from provstream.settings import Settings
 
@@ -36,12 +37,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     user, collection = scope(args, settings)
-    with Neo4jStore(settings) as store:
+    what = f"user {user!r} collection {collection!r}" if args.all else args.uri
+    with Neo4jStore(settings) as store, Ticker(f"export: reading {what} from Neo4j"):
         if args.all:
             triples = store.scope_triples(user=user, collection=collection)
         else:
             triples = store.trace_triples(args.uri, user=user, collection=collection)
-    text = export(triples, args.format, strict=args.strict_prov)
+    with Ticker(f"export: writing {len(triples)} triples as {args.format}"):
+        text = export(triples, args.format, strict=args.strict_prov)
     if args.output is None:
         sys.stdout.write(text)
         return 0
