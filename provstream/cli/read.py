@@ -78,11 +78,13 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
 def browser_link(settings: Settings, user: str, collection: str) -> str:
     """A Neo4j Browser URL that connects to the stack and puts this scope's listing query in the editor.
 
-    :returns: ``<PROVSTREAM_NEO4J_HTTP>/browser/?connectURL=<bolt>&cmd=edit&arg=<Cypher>``.
+    :returns: ``<PROVSTREAM_NEO4J_HTTP>/browser/?dbms=<bolt>&db=<database>&cmd=edit&arg=<Cypher>``
+        (Neo4j Browser's URL parameters: the connection frame filled in, the query in the editor).
     """
     query = (f"MATCH (q:Question) WHERE q.user = {json.dumps(user)} AND q.collection = {json.dumps(collection)}\n"
              "RETURN q ORDER BY q.startedAtTime DESC LIMIT 25")
-    params = urlencode({"connectURL": settings.neo4j_uri, "cmd": "edit", "arg": query}, quote_via=quote)
+    params = urlencode({"dbms": settings.neo4j_uri, "db": settings.neo4j_database, "cmd": "edit", "arg": query},
+                       quote_via=quote)
     return f"{settings.neo4j_http.rstrip('/')}/browser/?{params}"
 
 

@@ -119,7 +119,8 @@ def test_list_ends_with_a_browser_link_for_its_scope(recorded: tuple[Settings, d
     last = done.stdout.splitlines()[-1]
     assert last.startswith(f"Neo4j Browser: {settings.neo4j_http}/browser/?"), last
     query = parse_qs(urlparse(last.split(": ", 1)[1]).query)
-    assert query["connectURL"] == [settings.neo4j_uri] and query["cmd"] == ["edit"]
+    assert query["dbms"] == [settings.neo4j_uri] and query["db"] == [settings.neo4j_database]
+    assert query["cmd"] == ["edit"]
     assert f'q.collection = "{settings.collection}"' in query["arg"][0]
 
 
