@@ -14,10 +14,15 @@ keyed by the session id. The Avro encoding (single-object) happens on the
 transport's sender thread: every field was type-checked at the call, so it
 cannot fail there, and a step whose size bound (4 bytes per character) could
 exceed the broker's limit is encoded at the call to check its exact size.
+A step too large for that limit is not lost silently: a marker step
+takes its place (same type, number and links; its texts replaced by one line
+saying it was too large, with the original size, see :func:`too_large`), a
+warning is logged and :attr:`Emitter.too_large` counts it.
 A call that raises
 recorded nothing and consumed no sequence or iteration number, so it may be
 retried. Errors: :class:`InvalidStep` (bad input, e.g. arguments that are not
-JSON-serialisable), :class:`StepTooLarge`, :class:`EmitTimeout` (buffer full),
+JSON-serialisable), :class:`StepTooLarge` (not even the marker fits: a limit of
+a few hundred bytes), :class:`EmitTimeout` (buffer full),
 :class:`DeliveryFailed` (an earlier step was not delivered).
 
 An empty ``session_id`` gives a :class:`NullSession`: same methods, records
@@ -27,10 +32,12 @@ nothing, ``uri`` ``""`` (callers without provenance keep working).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Union
@@ -42,6 +49,8 @@ from provstream.core import vocab as v
 from provstream.core.fold import MAX_ITERATIONS, validate
 from provstream.errors import EmitError, EncodeError, InvalidEvent, InvalidStep, StepTooLarge
 from provstream.settings import Settings
+
+_log = logging.getLogger("provstream.emitter")
 
 # Room left under the broker's message limit for the record batch framing
 # (batch header 61 bytes, record header <= 32 bytes) and compression overhead.
@@ -64,6 +73,7 @@ class Emitter:
         self._transport = transport
         self._limit = settings.max_message_bytes - RECORD_OVERHEAD
         self._lock = threading.Lock()
+        self.too_large = 0  # steps recorded as a too-large marker (see too_large())
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------
@@ -159,12 +169,26 @@ class Emitter:
         except (InvalidEvent, EncodeError) as exc:
             raise InvalidStep(f"{_step_name(event)} of session {event.session_id!r} rejected: {exc}") from exc
         if len(key) + len(value) > self._limit:
-            raise StepTooLarge(
-                f"{_step_name(event)} of session {event.session_id!r} is {len(value)} bytes encoded; "
-                f"the limit is {self._limit} (max_message_bytes {self.settings.max_message_bytes} "
-                f"less {RECORD_OVERHEAD} for framing)"
-            )
+            value = self._marker(event, key, len(value))
         self.transport.send(key, value)
+
+    def _marker(self, event: ev.Event, key: bytes, size: int) -> bytes:
+        """The encoded marker step recorded in place of ``event``, too large at ``size`` bytes (see :func:`too_large`).
+
+        :raises StepTooLarge: even the marker does not fit (a limit of a few hundred bytes).
+        """
+        marker = replace(event, payload=too_large(event.payload, size, self._limit))
+        value = encode_event(marker)
+        if len(key) + len(value) > self._limit:
+            raise StepTooLarge(
+                f"{_step_name(event)} of session {event.session_id!r} is {size} bytes encoded and even its "
+                f"too-large marker is {len(value)}; the limit is {self._limit} (max_message_bytes "
+                f"{self.settings.max_message_bytes} less {RECORD_OVERHEAD} for framing)")
+        with self._lock:
+            self.too_large += 1
+        _log.warning("%s of session %s is %d bytes encoded, over the limit of %d (PROVSTREAM_MAX_MESSAGE_BYTES); "
+                     "recorded as a marker step saying so", _step_name(event), event.session_id, size, self._limit)
+        return value
 
 
 class _Session:
@@ -409,6 +433,48 @@ def _edge(edge: EdgeLike) -> ev.SelectedEdge:
     if isinstance(edge, (str, bytes)) or not isinstance(edge, Sequence) or len(edge) not in (3, 4):
         raise InvalidStep(f"an edge is a SelectedEdge or (subject, predicate, object[, reasoning]), got {edge!r}")
     return ev.SelectedEdge(*(_text("edge term", t) for t in edge))
+
+
+TOO_LARGE = "[provstream: step too large to record"
+"""How a too-large marker's text begins (see :func:`too_large`)."""
+TOO_LARGE_IRI = "urn:provstream:step-too-large"
+
+
+def too_large(payload: ev.Payload, size: int, limit: int) -> ev.Payload:
+    """The marker recorded in place of a step whose encoding (``size`` bytes) exceeds ``limit``.
+
+    The step keeps its place and identity (iteration number, ``used``, sub-trace
+    link, action name up to 200 characters, counts); its texts are replaced by
+    one line that says it was too large and gives the original size: the
+    thought of an iteration (arguments ``{}``, observation empty), the answer
+    of a conclusion, a question's text, a synthesis's content, the one chunk id
+    of a DocRAG exploration, the one edge of a GraphRAG focus (subject and
+    predicate :data:`TOO_LARGE_IRI`, the line as object and reasoning).
+
+    :param payload: the step that does not fit.
+    :param size: its encoded size in bytes.
+    :param limit: the most one step may take (``max_message_bytes`` less the framing).
+    :returns: the marker payload, of the same type.
+
+    Example: ``too_large(ev.AgentConclusion("x" * 10**7, 2), 10000123, 999488).answer`` is
+    ``"[provstream: step too large to record: 10000123 bytes encoded, over the limit of 999488 bytes
+    (PROVSTREAM_MAX_MESSAGE_BYTES); its texts were dropped]"``.
+    """
+    line = (f"{TOO_LARGE}: {size} bytes encoded, over the limit of {limit} bytes (PROVSTREAM_MAX_MESSAGE_BYTES); "
+            "its texts were dropped]")
+    if isinstance(payload, ev.AgentIteration):
+        return replace(payload, thought=line, action=payload.action[:200], arguments="{}", observation="")
+    if isinstance(payload, ev.AgentConclusion):
+        return replace(payload, answer=line)
+    if isinstance(payload, ev.AgentQuestion | ev.DocRagQuestion | ev.GraphRagQuestion):
+        return replace(payload, query=line)
+    if isinstance(payload, ev.DocRagSynthesis | ev.GraphRagSynthesis):
+        return replace(payload, content=line)
+    if isinstance(payload, ev.DocRagExploration):
+        return replace(payload, chunks=(line,))
+    if isinstance(payload, ev.GraphRagFocus):
+        return replace(payload, edges=(ev.SelectedEdge(TOO_LARGE_IRI, TOO_LARGE_IRI, line, line),))
+    return payload
 
 
 def size_bound(event: ev.Event) -> int:

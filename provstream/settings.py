@@ -67,6 +67,7 @@ class Settings:
     emit_block_ms: int = 10_000
     emit_close_ms: int = 15_000  # the longest close() (and the flush at interpreter exit) waits for Kafka
     max_message_bytes: int = 1_000_000
+    invoke_wait_ms: int = 60_000  # the longest tg-invoke-agent waits for its trace to be queryable in Neo4j
     llm_url: str = ""
     llm_model: str = ""
     llm_api_key: str = field(default="", repr=False)
@@ -110,7 +111,31 @@ class Settings:
                 values[name] = form.format(_port(port_var, port))
         if secure:
             values = _secure_defaults(values, explicit={k for k in values if env.get('PROVSTREAM_' + k.upper())})
-        return replace(cls(**values), **overrides).with_stack_secret()
+        settings = replace(cls(**values), **overrides)
+        settings.check()
+        return settings.with_stack_secret()
+
+    def check(self) -> None:
+        """Refuse values no client could use, naming the variable to fix.
+
+        :raises ConfigError: ``neo4j_uri`` is not a Bolt URI (``bolt://``,
+            ``neo4j://`` and their ``+s`` / ``+ssc`` forms), ``neo4j_http`` not
+            an ``http(s)://`` URL.
+
+        Example: ``Settings(neo4j_uri="http://127.0.0.1:7474").check()`` raises
+        ``ConfigError("PROVSTREAM_NEO4J_URI must be a Bolt URI ...")``.
+        """
+        scheme, sep, rest = self.neo4j_uri.partition("://")
+        if not sep or scheme not in NEO4J_SCHEMES or not rest:
+            hint = " (an HTTP address is Neo4j Browser's, PROVSTREAM_NEO4J_HTTP; the clients speak Bolt)" \
+                if scheme in ("http", "https") else ""
+            raise ConfigError(
+                f"PROVSTREAM_NEO4J_URI must be a Bolt URI such as bolt://127.0.0.1:7687 "
+                f"({', '.join(s + '://' for s in NEO4J_SCHEMES)}), got {self.neo4j_uri!r}{hint}")
+        scheme, sep, rest = self.neo4j_http.partition("://")
+        if not sep or scheme not in ("http", "https") or not rest:
+            raise ConfigError(f"PROVSTREAM_NEO4J_HTTP must be an http:// or https:// URL such as "
+                              f"http://127.0.0.1:7474, got {self.neo4j_http!r}")
 
     def with_stack_secret(self) -> Settings:
         """These settings, with the password the stack stored if none was given."""
@@ -139,6 +164,9 @@ def _convert(name: str, type_name: Any, raw: str) -> Any:
         raise ConfigError(f"PROVSTREAM_{name.upper()} must be an integer, got {raw!r}") from exc
     return raw
 
+
+NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+"""The URI schemes of the Neo4j driver's Bolt protocol (``PROVSTREAM_NEO4J_URI``)."""
 
 # client address <- the server port variable of deploy/*.sh, when the address is not given
 _FROM_PORTS = (

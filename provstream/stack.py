@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provstream.errors import ProvstreamError
+from provstream.progress import Ticker
 from provstream.settings import Settings
 from provstream.topics import ensure_topics
 
@@ -174,7 +175,8 @@ def up(settings: Settings, *, apps: bool = True, say=print) -> None:  # type: ig
     try:
         for name in SERVERS:
             t0 = time.monotonic()
-            out = server(settings, name, "up")
+            with Ticker(f"{name}: starting (a first start downloads it from Maven Central)"):
+                out = server(settings, name, "up")
             last = out.splitlines()[-1] if out else "up"
             if "already running" not in last:
                 started_servers.append(name)
@@ -191,7 +193,8 @@ def up(settings: Settings, *, apps: bool = True, say=print) -> None:  # type: ig
         if apps:
             for app in APPS:
                 was_running = app_pid(settings, app) is not None
-                pid = start_app(settings, app)
+                with Ticker(f"{app.name}: starting"):
+                    pid = start_app(settings, app)
                 if not was_running:
                     started_apps.append(app)
                 say(f"{app.name}: {'already running' if was_running else 'running'} "

@@ -47,6 +47,8 @@ UPSTREAM: Final = {
     "faust.transport.consumer:Consumer._drain_messages": "35808b82ae2fb175",
     # wrapped by faust_speedups.without_monitor
     "faust.app.base:App.on_init_dependencies": "ffe75fe2458138c1",
+    # extended by runner.QuietWorker (one of each repeated warning/error per 30 s on the log handlers)
+    "faust.worker:Worker.on_setup_root_logger": "650587e8d6d36bff",
     # relied on: raw_producer(), committed_offsets(), in_recovery(), and the patched code's calls
     "faust.transport.drivers.aiokafka:Producer._ensure_producer": "7dcc5fae06118503",
     "faust.transport.consumer:Consumer._commit_offsets": "e2ab6185fcf7c9de",

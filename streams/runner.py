@@ -9,6 +9,7 @@ one line starting with :data:`READY` is printed on stdout.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from provstream.errors import ConfigError, ProvstreamError
 from provstream.security import kafka_python_options
 from provstream.settings import Settings
 from provstream.streams.app import WorkerOptions, create_app, datadir
+from provstream.streams.quiet import limit_repeats
 from provstream.topics import ensure_topics
 
 READY = "provstream worker ready"
@@ -64,13 +66,25 @@ def run(settings: Settings, options: WorkerOptions | None = None, loglevel: str 
         raise ConfigError(f"cannot create the worker's data directory: {exc}") from exc
     app = create_app(settings, options)
     _announce_ready(app, settings, say)
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False, stdout=sys.stdout)
+    worker = QuietWorker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False, stdout=sys.stdout)
     worker.spinner = None  # no terminal escape codes on stdout: it is often a log file
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     return 0
+
+
+class QuietWorker(faust.Worker):
+    """Faust's worker, its log handlers limited to one of each repeated warning or error per 30 s.
+
+    While Kafka is down, aiokafka would otherwise write about a hundred ERROR
+    lines a second (see :mod:`.quiet`).
+    """
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        super().on_setup_root_logger(logger, level)
+        limit_repeats(logger)
 
 
 def _announce_ready(app: faust.App, settings: Settings, say: Callable[[str], None]) -> None:

@@ -157,15 +157,20 @@ RETURN count(*) AS deleted
 # Analysis in the same scope ``wasDerivedFrom`` its Synthesis; the listing nests
 # it under that agent session instead of showing it at the top level.
 
+# Filters ($status, $mechanism, $since) are null when not asked for; with a type, that type's
+# sub-traces are listed on their own too.
 LIST_TRACES: Final[LiteralString] = """
 MATCH (q:Resource)
 WHERE q.user = $user AND q.collection = $collection AND q.graph = $graph AND q.status IS NOT NULL
-  AND NOT EXISTS {
+  AND ($status IS NULL OR q.status = $status)
+  AND ($mechanism IS NULL OR q.mechanism = $mechanism)
+  AND ($since IS NULL OR q.startedAtTime >= datetime($since))
+  AND ($mechanism IS NOT NULL OR NOT EXISTS {
     MATCH (s:Resource {session: q.session})<-[:wasDerivedFrom]-(caller:Analysis)
     WHERE (s:Synthesis OR s:Conclusion) AND s.mechanism = q.mechanism AND s.user = q.user
       AND s.collection = q.collection AND caller.user = q.user AND caller.collection = q.collection
       AND NOT (caller.session = q.session AND caller.mechanism = q.mechanism)
-  }
+  })
 WITH q
 ORDER BY q.startedAtTime IS NULL, q.startedAtTime DESC, q.iri
 LIMIT $limit

@@ -7,6 +7,7 @@ anything else -> :class:`StoreError`); no I/O before :meth:`TraceReader.open`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, LiteralString
 
 from neo4j import RoutingControl
@@ -22,9 +23,18 @@ from provstream.read.model import UNKNOWN, Completeness
 class TraceReader(DriverOwner):
     """Read-only queries over the retrieval graph in Neo4j."""
 
-    def list_traces(self, *, user: str, collection: str, limit: int) -> list[TraceRow]:
-        """Top-level sessions of the scope, newest first, sub-traces nested."""
-        records = self._read("listing traces", q.LIST_TRACES, user=user, collection=collection, limit=limit)
+    def list_traces(self, *, user: str, collection: str, limit: int, status: str | None = None,
+                    mechanism: v.Mechanism | None = None, since: datetime | None = None) -> list[TraceRow]:
+        """Top-level sessions of the scope, newest first, sub-traces nested.
+
+        :param status: only traces with this status (``complete``, ``open``, ``incomplete``).
+        :param mechanism: only traces of this type; GraphRAG/DocRAG sub-traces are then listed on their own too.
+        :param since: only traces started at or after this (aware) moment.
+        :returns: the rows, at most ``limit``.
+        """
+        records = self._read("listing traces", q.LIST_TRACES, user=user, collection=collection, limit=limit,
+                             status=status, mechanism=None if mechanism is None else mechanism.value,
+                             since=None if since is None else since.isoformat())
         return [row_from_record(r) for r in records]
 
     def completeness(self, question_iri: str, *, user: str, collection: str) -> Completeness:
@@ -54,7 +64,7 @@ class TraceReader(DriverOwner):
     def _read(self, action: str, query: LiteralString, **params: Any) -> list[dict[str, Any]]:
         if self._driver is None:
             raise StoreError("TraceReader is not open: call open() or use it as a context manager")
-        with translated(action):
+        with translated(action, self._settings):
             result = self._driver.execute_query(
                 query, {**params, "graph": v.GRAPH}, routing_=RoutingControl.READ,
                 database_=self._settings.neo4j_database,

@@ -39,7 +39,7 @@ class Neo4jStore(DriverOwner):
 
     def setup(self) -> None:
         """Create the uniqueness constraint and indexes if missing (safe to repeat, also concurrently)."""
-        with translated("creating the constraint and indexes"), self._session() as session:
+        with translated("creating the constraint and indexes", self._settings), self._session() as session:
             for statement in q.SCHEMA:
                 try:
                     session.run(statement).consume()
@@ -55,7 +55,7 @@ class Neo4jStore(DriverOwner):
         rows = build_rows(batch)
         if rows.count == 0:
             return 0
-        with translated(f"writing {len(batch)} triples messages"), self._session() as session:
+        with translated(f"writing {len(batch)} triples messages", self._settings), self._session() as session:
             return session.execute_write(_write_rows, rows)
 
     def write_lineage(self, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -86,7 +86,7 @@ class Neo4jStore(DriverOwner):
 
     def trace_triples(self, question_iri: str, *, user: str, collection: str) -> set[Triple]:
         """Every triple of the session whose Question is ``question_iri``, in that scope."""
-        with translated(f"reading trace {question_iri}"), self._session() as session:
+        with translated(f"reading trace {question_iri}", self._settings), self._session() as session:
             found = session.execute_read(_single, q.FIND_QUESTION, iri=question_iri, user=user,
                                          collection=collection, graph=v.GRAPH)
             if found is None or found["session"] is None:
@@ -97,7 +97,7 @@ class Neo4jStore(DriverOwner):
 
     def scope_triples(self, *, user: str, collection: str) -> set[Triple]:
         """Every triple of every trace of ``user`` in ``collection``."""
-        with translated(f"reading user {user!r} collection {collection!r}"), self._session() as session:
+        with translated(f"reading user {user!r} collection {collection!r}", self._settings), self._session() as session:
             return session.execute_read(_triples, q.SCOPE_NODES, user=user, collection=collection, graph=v.GRAPH)
 
     # -- delete -----------------------------------------------------------------
@@ -116,7 +116,7 @@ class Neo4jStore(DriverOwner):
 
     def _delete_batches(self, statement: LiteralString, **params: Any) -> int:
         total = 0
-        with translated("deleting the retrieval graph"), self._session() as session:
+        with translated("deleting the retrieval graph", self._settings), self._session() as session:
             while True:
                 record = session.execute_write(_single, statement, graph=v.GRAPH, limit=DELETE_BATCH, **params)
                 deleted = int(record["deleted"]) if record else 0

@@ -82,7 +82,8 @@ def stream_trajectories(emitter: DemoSessions, path: Path, pause: Callable[[], N
                               observation=step.observation)
         session.conclude(record.answer)
         uris.append(session.uri)
-        out(f"[agent {n}/{len(records)}] {session.uri}  {len(record.steps)} steps  {_short(record.question)}")
+        # steps as list, show and Neo4j count them: the question, each iteration, the conclusion
+        out(f"[agent {n}/{len(records)}] {session.uri}  {len(record.steps) + 2} steps  {_short(record.question)}")
     return uris
 
 
@@ -167,7 +168,9 @@ def wait_for_sessions(settings: Settings, uris: Sequence[str], *, timeout: float
     credentials fail at once (:class:`StoreError`).
     """
     from neo4j import GraphDatabase
-    from neo4j.exceptions import AuthError, DriverError, Neo4jError
+    from neo4j.exceptions import DriverError, Neo4jError
+
+    from provstream.connectors.neo4j.driver import auth_message, is_auth_error
 
     wanted, deadline = set(uris), time.monotonic() + timeout
     done: set[str] = set()
@@ -182,9 +185,9 @@ def wait_for_sessions(settings: Settings, uris: Sequence[str], *, timeout: float
             try:
                 done = _complete(driver, settings, wanted)
                 last_error = ""
-            except AuthError as exc:
-                raise StoreError(f"Neo4j at {settings.neo4j_uri} refused the credentials: {exc.message}") from exc
             except (Neo4jError, DriverError, OSError) as exc:
+                if is_auth_error(exc):
+                    raise StoreError(auth_message(settings)) from exc
                 last_error = f"; last error: {type(exc).__name__}: {exc}"
             if out is not None and len(done) != reported:
                 reported = len(done)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from provstream.cli import commands
 from provstream.cli.guard import guarded
+from provstream.cli.options import finish
 
 
 def command_modules() -> list[str]:
@@ -27,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in command_modules():
         importlib.import_module(name).register(sub)
-    return parser
+    return finish(parser)
 
 
 def run(func_args: argparse.Namespace) -> int:

@@ -2,20 +2,29 @@
 
 Without ``PROVSTREAM_LLM_URL`` the built-in heuristic planner answers from the
 bundled corpus (no model needed). The last line is ``session: <URI>`` for
-``tg-show-explain-trace``. Exit status: 0 answered, 2 stopped without an answer
-(tool error, model failure, step limit; the reason is recorded as the
-conclusion), 1 nothing could run (e.g. Kafka unreachable).
+``tg-show-explain-trace``. It returns once the trace (and its search
+sub-traces) is queryable in Neo4j, so ``tg-list-explain-traces`` run right
+after shows it; the wait is bounded by PROVSTREAM_INVOKE_WAIT_MS (default
+60000), and ``--no-wait`` returns as soon as every step reached Kafka.
+
+Exit status: 0 answered, 2 stopped without an answer (tool error, model
+failure, step limit; the reason is recorded as the conclusion), 1 nothing
+could run (e.g. Kafka unreachable, Neo4j refused the credentials), 3 answered
+and recorded on Kafka but the trace was not queryable in Neo4j in time (are
+the worker and the sink running? ``provstream stack status``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
 from provstream.agent.run import AgentRun, invoke
 from provstream.cli.guard import guarded
+from provstream.cli.options import add_scope, finish, scope
 from provstream.core.request import DEFAULT_MAX_STEPS, AgentRequest
 from provstream.settings import Settings
 
@@ -27,9 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-q", "--question", required=True, help="the question")
-    parser.add_argument("-U", "--user", help="user scope (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection scope (default: default)")
+    add_scope(parser, " scope")
     parser.add_argument("--session-id", help="session id (default: a new UUID; '' records nothing)")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="return once every step reached Kafka, without waiting for the trace to be "
+                             "queryable in Neo4j")
     parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS,
                         help=f"most planner decisions before stopping (default: {DEFAULT_MAX_STEPS})")
     return parser
@@ -37,9 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def request_from(args: argparse.Namespace, settings: Settings) -> AgentRequest:
     session_id = str(uuid.uuid4()) if args.session_id is None else args.session_id
-    return AgentRequest(args.question, user=args.user or settings.user,
-                        collection=args.collection or settings.collection,
-                        session_id=session_id, max_steps=args.max_steps)
+    user, collection = scope(args, settings)
+    return AgentRequest(args.question, user=user, collection=collection, session_id=session_id,
+                        max_steps=args.max_steps)
 
 
 def report(kind: str, text: str) -> None:
@@ -70,10 +81,36 @@ def banner(settings: Settings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return guarded("tg-invoke-agent", invoke_command, build_parser().parse_args(argv))
+    return guarded("tg-invoke-agent", invoke_command, finish(build_parser()).parse_args(argv))
 
 
 def invoke_command(args: argparse.Namespace, settings: Settings) -> int:
-    result = run(settings, request_from(args, settings))
+    request = request_from(args, settings)
+    result = run(settings, request)
+    status = 0 if result.outcome.answered else 2
+    if result.uri and not args.no_wait:
+        status = wait_queryable(replace(settings, user=request.user, collection=request.collection), result) \
+            or status
     print(f"session: {result.uri}" if result.uri else "session: (not recorded: empty --session-id)")
-    return 0 if result.outcome.answered else 2
+    return status
+
+
+def wait_queryable(settings: Settings, result: AgentRun) -> int:
+    """Wait until the run's trace and sub-traces are complete in Neo4j (``settings.invoke_wait_ms`` at most).
+
+    :param settings: the scope (user, collection) the run was recorded in, and the bound.
+    :param result: the run; its ``uri`` and ``subtraces`` are waited for.
+    :returns: 0 once queryable; 3 after the bound (one line on stderr says what is missing and why).
+    :raises StoreError: Neo4j refused the credentials (not worth waiting for).
+    """
+    from provstream.agent.demo import wait_for_sessions
+    from provstream.errors import WaitTimeout
+
+    try:
+        wait_for_sessions(settings, [result.uri, *result.subtraces], timeout=settings.invoke_wait_ms / 1000,
+                          poll=0.2)
+    except WaitTimeout as exc:
+        print(f"tg-invoke-agent: the trace is recorded on Kafka ({settings.kafka_bootstrap}) but not queryable: "
+              f"{exc}; raise PROVSTREAM_INVOKE_WAIT_MS or pass --no-wait", file=sys.stderr, flush=True)
+        return 3
+    return 0

@@ -7,14 +7,19 @@ line on stderr and exit status 1; Ctrl-C while following exits 0.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shutil
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote, urlencode
 
 from provstream.cli.guard import guarded
+from provstream.cli.options import add_scope, finish, scope
 from provstream.connectors.neo4j.reader import TraceReader
 from provstream.core import vocab as v
-from provstream.errors import ProvstreamError, TraceNotFound
+from provstream.errors import ConfigError, ProvstreamError, TraceNotFound
 from provstream.read.asof import add_as_of, moment_of, trace_sources
 from provstream.read.follow import follow
 from provstream.read.formats import SHOW_FORMATS, render
@@ -30,22 +35,22 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((100, 24)).columns
 
 
-def add_scope(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-U", "--user", default=None, help="user (default: trustgraph)")
-    parser.add_argument("-C", "--collection", default=None, help="collection (default: default)")
-
-
-def scope(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
-    return args.user or settings.user, args.collection or settings.collection
-
-
 # -- list ---------------------------------------------------------------------
+
+STATUSES = ("complete", "open", "incomplete")
+TYPES = {m.label.lower(): m for m in v.Mechanism}  # agent, graphrag, docrag
 
 def list_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tg-list-explain-traces",
                                      description="List recorded traces of a user and collection, newest first.")
     add_scope(parser)
     parser.add_argument("--limit", type=int, default=50, help="at most N sessions (default 50)")
+    parser.add_argument("--status", choices=STATUSES, help="only traces with this status")
+    parser.add_argument("--type", choices=sorted(TYPES), type=str.lower,
+                        help="only traces of this type (a type's sub-traces are then listed on their own too)")
+    parser.add_argument("--since", metavar="WHEN", help="only traces started since WHEN: an ISO 8601 date or time "
+                        "(UTC unless it names a zone, e.g. 2026-12-01 or 2026-12-01T09:30) or a duration ago "
+                        "(30m, 2h, 7d)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     return parser
 
@@ -54,19 +59,56 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
         raise ProvstreamError("--limit must be at least 1")
     user, collection = scope(args, settings)
+    since = None if args.since is None else parse_since(args.since)
     with TraceReader(settings) as reader:
-        rows = reader.list_traces(user=user, collection=collection, limit=args.limit)
+        rows = reader.list_traces(user=user, collection=collection, limit=args.limit, status=args.status,
+                                  mechanism=None if args.type is None else TYPES[args.type], since=since)
     if args.format == "json":
         sys.stdout.write(rows_json(rows))
-    elif not rows:
-        print(EMPTY.format(user=user, collection=collection))
+        return 0
+    if not rows:
+        print(EMPTY.format(user=user, collection=collection) if args.status is args.type is args.since is None
+              else f"No traces match these filters for user {user!r} in collection {collection!r}.")
     else:
         sys.stdout.write(render_table(rows, terminal_width()))
+        print(f"\nNeo4j Browser: {browser_link(settings, user, collection)}")
     return 0
 
 
+def browser_link(settings: Settings, user: str, collection: str) -> str:
+    """A Neo4j Browser URL that connects to the stack and puts this scope's listing query in the editor.
+
+    :returns: ``<PROVSTREAM_NEO4J_HTTP>/browser/?dbms=<bolt>&db=<database>&cmd=edit&arg=<Cypher>``
+        (Neo4j Browser's URL parameters: the connection frame filled in, the query in the editor).
+    """
+    query = (f"MATCH (q:Question) WHERE q.user = {json.dumps(user)} AND q.collection = {json.dumps(collection)}\n"
+             "RETURN q ORDER BY q.startedAtTime DESC LIMIT 25")
+    params = urlencode({"dbms": settings.neo4j_uri, "db": settings.neo4j_database, "cmd": "edit", "arg": query},
+                       quote_via=quote)
+    return f"{settings.neo4j_http.rstrip('/')}/browser/?{params}"
+
+
+def parse_since(text: str) -> datetime:
+    """``--since``: an ISO 8601 date or time (UTC unless zoned) or a duration ago (``30m``, ``2h``, ``7d``).
+
+    :raises ConfigError: anything else, in one line.
+
+    Example: ``parse_since("2026-12-01")`` is midnight UTC on 1 December 2026.
+    """
+    ago = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text)
+    if ago:
+        seconds = int(ago[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[ago[2]]
+        return datetime.now(UTC) - timedelta(seconds=seconds)
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(f"--since {text!r}: give an ISO 8601 date or time (2026-12-01, 2026-12-01T09:30Z) "
+                          "or a duration ago (30m, 2h, 7d)") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def list_main(argv: Sequence[str] | None = None) -> int:
-    return guarded("tg-list-explain-traces", list_command, list_parser().parse_args(argv))
+    return guarded("tg-list-explain-traces", list_command, finish(list_parser()).parse_args(argv))
 
 
 # -- show ---------------------------------------------------------------------
@@ -137,4 +179,4 @@ def question_of(uri: str) -> tuple[str, str | None]:
     return step
 
 def show_main(argv: Sequence[str] | None = None) -> int:
-    return guarded("tg-show-explain-trace", show_command, show_parser().parse_args(argv))
+    return guarded("tg-show-explain-trace", show_command, finish(show_parser()).parse_args(argv))

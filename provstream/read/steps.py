@@ -14,12 +14,15 @@ _ROLES = (v.TG_QUESTION, v.TG_ANALYSIS, v.TG_CONCLUSION, v.TG_EXPLORATION, v.TG_
 
 @dataclass(frozen=True, slots=True)
 class StepLine:
+    """One live step; ``trace`` is the trace's IRI (what ``tg-show-explain-trace`` takes)."""
+
     session_id: str
     type: str
     step: str
     text: str
     status: str
     duplicate: bool = False
+    trace: str = ""
 
 
 def in_scope(msg: StepTriples, *, user: str, collection: str, question: str | None = None) -> bool:
@@ -31,11 +34,11 @@ def describe(msg: StepTriples) -> StepLine:
     values = _values(msg, subject)
     step = _step(msg, subject, role)
     return StepLine(msg.session_id, msg.mechanism.label, step, _text(role, values),
-                    msg.status.state.word, msg.duplicate)
+                    msg.status.state.word, msg.duplicate, msg.question)
 
 
 def format_line(line: StepLine, width: int = 120) -> str:
-    head = f"{line.session_id}  {line.type:<8} {line.step:<11} "
+    head = f"{line.trace or line.session_id}  {line.type:<8} {line.step:<11} "
     tail = f"  [{line.status}{', duplicate' if line.duplicate else ''}]"
     room = max(width - len(head) - len(tail), 10)
     return head + truncate(line.text, room) + tail

@@ -96,3 +96,42 @@ def test_a_fresh_browser_shows_the_trace_with_captions_and_fixed_colours(
     assert "urn:trust" not in text
     upper = {str(f).upper() for f in fills}
     assert QUESTION_COLOUR in upper and CONCLUSION_COLOUR in upper, fills
+
+
+def test_the_list_browser_link_opens_the_scope_query_in_the_editor(
+        agent_trace: tuple[Settings, str, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+    """Issue 17 item 10: the link under tg-list-explain-traces's table connects and fills the editor."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/browser-deps (apt-get install chromium)")
+    import subprocess
+    import sys
+    from dataclasses import fields
+
+    from playwright.sync_api import sync_playwright
+
+    settings, _, _ = agent_trace
+    env = {k: val for k, val in os.environ.items() if not k.startswith("PROVSTREAM_")}
+    env.update({"PROVSTREAM_" + f.name.upper(): str(getattr(settings, f.name)) for f in fields(settings)})
+    listed = subprocess.run([str(Path(sys.executable).parent / "tg-list-explain-traces")], env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert listed.returncode == 0, listed.stderr
+    link = listed.stdout.splitlines()[-1].removeprefix("Neo4j Browser: ")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            page.goto(link)
+            page.wait_for_selector('[data-testid="password"]', timeout=60_000)
+            page.fill('[data-testid="username"]', settings.neo4j_user)
+            page.fill('[data-testid="password"]', settings.neo4j_password)
+            page.click('[data-testid="connect"]')
+            editor = ""
+            for _ in range(60):  # connected, then the editor filled from the link's cmd=edit
+                page.wait_for_timeout(500)
+                editor = " ".join(page.locator('[data-testid="activeEditor"]').inner_text().split())
+                if "MATCH" in editor:
+                    break
+            page.screenshot(path=str(tmp_path / "list-link.png"))
+        finally:
+            browser.close()
+    assert f'q.collection = "{settings.collection}"' in editor, editor

@@ -40,7 +40,8 @@ def read_events(settings: Settings, count: int, timeout: float = 30.0) -> list[t
 
 def invoke(settings: Settings, *args: str, llm_url: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PROVSTREAM_EVENTS_TOPIC": settings.events_topic, "PROVSTREAM_LLM_URL": llm_url}
-    return subprocess.run([str(BIN / "tg-invoke-agent"), *args], env=env, capture_output=True, text=True,
+    # --no-wait: nothing folds these isolated topics into Neo4j (tests/integration/test_first_hour_wait.py does)
+    return subprocess.run([str(BIN / "tg-invoke-agent"), *args, "--no-wait"], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
 
 

@@ -72,7 +72,8 @@ def test_list_is_newest_first_with_subtraces_nested(recorded, capsys: pytest.Cap
     assert rows[3]["steps"] == len(TRAJECTORIES[0]["steps"]) + 2 and rows[3]["time"] == "2025-03-01T09:00:00Z"
     code, out, _ = _run(list_main, ["-C", settings.collection, "--limit", "2"], capsys)
     lines = out.splitlines()
-    assert lines[0].split(" | ")[0].strip() == "Session ID" and len(lines) == 2 + 3  # 2 sessions + 1 sub-trace
+    assert lines[0].split(" | ")[0].strip() == "Session ID" and len(lines) == 2 + 3 + 2  # 2 sessions + 1 sub-trace
+    assert lines[-2] == "" and lines[-1].startswith("Neo4j Browser: http")  # + the Browser link
     assert lines[2].startswith(iri(AGENT, f"{p}-open")) and lines[4].startswith(f"  └ {iri(DOCRAG, f'{p}-sub')}")
 
 

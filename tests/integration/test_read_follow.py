@@ -32,6 +32,7 @@ TRAJECTORIES = samples.load_trajectories(REACT_TRAJECTORIES)
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 BIN = Path(sys.executable).parent
 TIMEOUT = 60.0
+AGENT, GRAPHRAG = v.question_iri(v.Mechanism.AGENT, ""), v.question_iri(v.Mechanism.GRAPHRAG, "")  # IRI prefixes
 
 
 def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
@@ -117,9 +118,11 @@ def test_follow_prints_steps_of_its_scope_as_they_arrive(isolated: Settings, uni
         lines = _collect(out, len(mine))
         assert _interrupt(proc) == 0
     assert len(lines) == len(mine)
-    assert all(line.startswith(unique + "-") for line in lines)
-    assert any(line.startswith(f"{unique}-dag  Agent    question    What is the elevation range") for line in lines)
-    assert any(line.startswith(f"{unique}-rag  GraphRAG focus       2 edges selected") for line in lines)
+    assert all(line.split()[0].rsplit(":", 1)[1].startswith(unique + "-") for line in lines)  # full trace IRIs
+    assert any(line.startswith(f"{AGENT}{unique}-dag  Agent    question    What is the elevation range")
+               for line in lines)
+    assert any(line.startswith(f"{GRAPHRAG}{unique}-rag  GraphRAG focus       2 edges selected")
+               for line in lines)
     assert any(f"{unique}-dag  Agent    conclusion  1,800 to 7,000 ft  [complete]" in line for line in lines)
 
 
@@ -142,7 +145,7 @@ def test_show_follow_waits_for_and_prints_only_its_trace(isolated: Settings, uni
         lines = _collect(out, 4)
         assert _interrupt(proc) == 0
     assert [line.split()[2] for line in lines] == ["question", "exploration", "focus", "synthesis"]  # one partition
-    assert all(line.startswith(f"{unique}-rag  GraphRAG") for line in lines)
+    assert all(line.startswith(f"urn:trustgraph:question:{unique}-rag  GraphRAG") for line in lines)
 
 
 def test_show_follow_of_an_agent_trace_follows_the_subtrace_its_iteration_called(
@@ -157,7 +160,7 @@ def test_show_follow_of_an_agent_trace_follows_the_subtrace_its_iteration_called
         _produce(isolated, msgs)
         lines = _collect(out, len(parent) + len(sub))
         assert _interrupt(proc) == 0
-    assert len([line for line in lines if line.startswith(f"{unique}-parent  Agent")]) == len(parent)
-    assert [line.split()[2] for line in lines if line.startswith(f"  {unique}-sub  DocRAG")] == [
+    assert len([line for line in lines if line.startswith(f"{AGENT}{unique}-parent  Agent")]) == len(parent)
+    assert [line.split()[2] for line in lines if line.startswith(f"  urn:trustgraph:docrag:{unique}-sub  DocRAG")] == [
         "question", "exploration", "synthesis"]
     assert len(lines) == len(parent) + len(sub), "nothing of the other sessions"

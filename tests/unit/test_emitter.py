@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -16,7 +17,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from provstream.codec.records import decode_event, encode_event
-from provstream.connectors.emitter import Emitter, NullSession, arguments_json, size_bound
+from provstream.connectors.emitter import TOO_LARGE, Emitter, NullSession, arguments_json, size_bound, too_large
 from provstream.connectors.transport import KafkaTransport, MemoryTransport, Value
 from provstream.core import events as ev
 from provstream.core.fold import FoldState, fold
@@ -181,15 +182,37 @@ def test_bad_input_is_refused_at_the_call_with_invalid_step(call) -> None:  # ty
         call(emitter)
 
 
-def test_a_step_over_the_message_limit_is_refused_at_the_call() -> None:
+def test_a_step_over_the_message_limit_is_recorded_as_a_marker_step() -> None:
     transport = MemoryTransport()
     emitter = Emitter(replace(SETTINGS, max_message_bytes=4096), transport=transport)
     s = emitter.agent("Q", session_id="a1")
-    with pytest.raises(StepTooLarge, match="iteration 1 of session 'a1' is .* bytes encoded; the limit is 3584"):
-        s.iteration(observation="x" * 4000)
+    assert s.iteration(thought="t", action="search", observation="x" * 4000, used=()) == "urn:trustgraph:agent:a1/i1"
+    marker = events(transport)[-1].payload
+    assert isinstance(marker, ev.AgentIteration) and marker.iteration == 1 and marker.action == "search"
+    assert re.fullmatch(r"\[provstream: step too large to record: \d{4,5} bytes encoded, over the limit of 3584 "
+                        r"bytes \(PROVSTREAM_MAX_MESSAGE_BYTES\); its texts were dropped\]", marker.thought)
+    assert marker.observation == "" and marker.arguments == "{}" and emitter.too_large == 1
     fits = 3584 - len(transport.sent[0][1]) - 200
-    assert s.iteration(observation="y" * fits) == "urn:trustgraph:agent:a1/i1"
+    assert s.iteration(observation="y" * fits) == "urn:trustgraph:agent:a1/i2"
     assert len(transport.sent[-1][1]) + len(b"a1") <= 3584
+    s.conclude("z" * 5000)
+    assert events(transport)[-1].payload.answer.startswith(TOO_LARGE)  # type: ignore[union-attr]
+
+
+def test_every_kind_of_step_has_a_marker_of_its_own_type() -> None:
+    edge = ev.SelectedEdge("http://x/s", "http://x/p", "o" * 9000)
+    for payload in (ev.AgentQuestion("q" * 9000), ev.DocRagQuestion("q"), ev.GraphRagQuestion("q"),
+                    ev.DocRagExploration(3, ("c" * 9000,)), ev.GraphRagFocus((edge,)), ev.DocRagSynthesis("s"),
+                    ev.GraphRagSynthesis("s"), ev.AgentConclusion("a", 2)):
+        marker = too_large(payload, 12345, 3584)
+        assert type(marker) is type(payload) and "12345 bytes" in repr(marker)
+
+
+def test_not_even_the_marker_fits_a_tiny_limit() -> None:
+    emitter = Emitter(replace(SETTINGS, max_message_bytes=700), transport=MemoryTransport())
+    s = emitter.agent("Q", session_id="a1")
+    with pytest.raises(StepTooLarge, match="iteration 1 of session 'a1' is .* bytes encoded and even its"):
+        s.iteration(observation="x" * 4000)
 
 
 def test_unicode_and_large_texts_arrive_intact() -> None:

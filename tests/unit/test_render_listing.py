@@ -61,7 +61,7 @@ def test_live_lines_name_session_type_step_and_text() -> None:
     assert lines[1].text.startswith("I need to search Colorado orogeny") and 'Search {"input"' in lines[1].text
     assert lines[-1].text == t["answer"] and lines[-1].status == "complete"
     out = format_line(lines[1], 80)
-    assert len(out) <= 80 and out.startswith("live  Agent    i1") and out.endswith("[open]")
+    assert len(out) <= 80 and out.startswith("urn:trustgraph:agent:live  Agent    i1") and out.endswith("[open]")
     rag = samples.fold_all(samples.docrag_events("d", "q?", ["c1", "c2"], "answer", start=START))
     assert [describe(m).text for m in rag] == ["q?", "2 chunks: c1, c2", "answer"]
     edges = [ev.SelectedEdge("http://ex.org/a", "http://ex.org/p", "x")]

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from provstream.cli.options import add_scope, scope
 from provstream.cli.read import terminal_width
 from provstream.connectors.neo4j.reader import TraceReader
 from provstream.read.check import parse_age, problems, problems_json, problems_text
@@ -17,8 +18,7 @@ from provstream.settings import Settings
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("check", help="list stalled open sessions and sessions with missing steps "
                                    "(exit 1 when any)", description=__doc__)
-    parser.add_argument("-U", "--user", help="user (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection (default: default)")
+    add_scope(parser)
     parser.add_argument("--older-than", default="10m", metavar="AGE",
                         help="report open sessions started longer ago than AGE (30s, 10m, 2h, 7d; default 10m)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    user, collection = args.user or settings.user, args.collection or settings.collection
+    user, collection = scope(args, settings)
     older_than = parse_age(args.older_than)
     with TraceReader(settings) as reader:
         records = reader.unfinished(user=user, collection=collection)

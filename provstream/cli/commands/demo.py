@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from provstream.agent.demo import DEFAULT_DATA, DEFAULT_DELAY, run_demo, wait_for_sessions
+from provstream.cli.options import add_scope, scope
 from provstream.settings import Settings
 
 
@@ -25,8 +26,7 @@ def register(subparsers: Any) -> None:
                         help=f"pause before each step (default: {DEFAULT_DELAY})")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, metavar="DIR",
                         help="a data folder holding react/hotpot_fever.jsonl (default: the bundled provstream/data)")
-    parser.add_argument("-U", "--user", help="user scope (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection scope (default: default)")
+    add_scope(parser)
     parser.add_argument("--wait", action="store_true", help="then wait until every session is complete in Neo4j")
     parser.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
                         help="how long --wait waits (default: 180)")
@@ -38,7 +38,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from provstream.connectors.emitter import Emitter
     from provstream.connectors.transport import KafkaTransport
 
-    settings = replace(settings, user=args.user or settings.user, collection=args.collection or settings.collection)
+    user, collection = scope(args, settings)
+    settings = replace(settings, user=user, collection=collection)
     with Emitter(settings) as emitter:
         if isinstance(emitter.transport, KafkaTransport):
             emitter.transport.wait_connected(settings.emit_block_ms / 1000)

@@ -16,6 +16,7 @@ import os
 import sys
 from typing import Any
 
+from provstream.cli.options import add_scope, scope
 from provstream.cli.read import question_of, terminal_width
 from provstream.connectors.neo4j.reader import TraceReader
 from provstream.connectors.neo4j.store import Neo4jStore
@@ -30,8 +31,7 @@ def register(subparsers: Any) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("uri_a", metavar="URI_A", help="question IRI of the first run (the reference)")
     parser.add_argument("uri_b", metavar="URI_B", help="question IRI of the second run")
-    parser.add_argument("-U", "--user", help="user (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection (default: default)")
+    add_scope(parser)
     parser.add_argument("--format", choices=("text", "json", "mermaid"), default="text")
     parser.add_argument("--ignore-thoughts", action="store_true",
                         help="do not compare the agents' thoughts (only actions, arguments, observations, answers)")
@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    user, collection = args.user or settings.user, args.collection or settings.collection
+    user, collection = scope(args, settings)
     qa, qb = question_of(args.uri_a)[0], question_of(args.uri_b)[0]
     with Neo4jStore(settings) as store, TraceReader(settings) as reader:
         a = load_trace(store, reader, qa, user=user, collection=collection)

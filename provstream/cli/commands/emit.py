@@ -18,10 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from provstream.cli.options import add_scope, scope
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import KafkaTransport, MemoryTransport
 from provstream.core.trajectories import load, replay
 from provstream.errors import InvalidInput, InvalidStep
+from provstream.progress import Progress, Ticker
 from provstream.settings import Settings
 
 
@@ -30,25 +32,29 @@ def register(subparsers: Any) -> None:
                                    description=__doc__)
     parser.add_argument("--jsonl", required=True, type=Path, metavar="FILE",
                         help="one run per line (ReAct trajectory, docrag or graphrag record)")
-    parser.add_argument("-U", "--user", help="user scope (default: settings, 'trustgraph')")
-    parser.add_argument("-C", "--collection", help="collection scope (default: settings, 'default')")
+    add_scope(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    settings = replace(settings, user=args.user or settings.user, collection=args.collection or settings.collection)
-    check(args.jsonl, settings)
+    user, collection = scope(args, settings)
+    settings = replace(settings, user=user, collection=collection)
+    total = check(args.jsonl, settings)
     emitter = Emitter(settings)
+    bar = Progress("emit", unit="runs")
     try:
         transport = emitter.transport
         if isinstance(transport, KafkaTransport):
             transport.wait_connected(settings.emit_block_ms / 1000 + 5)
         printing = True
-        for _, record in load(args.jsonl):
+        for n, (_, record) in enumerate(load(args.jsonl), start=1):
             uri = replay(emitter, record)
             printing = printing and print_line(uri)
-        emitter.flush()
+            bar.update(n, total)
+        with Ticker(f"emit: waiting for Kafka at {settings.kafka_bootstrap} to acknowledge every step"):
+            emitter.flush()
     finally:
+        bar.finish()
         emitter.close()
     return 0
 

@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from provstream.cli.options import add_scope, scope
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import Triple
 from provstream.errors import ProvstreamError
+from provstream.progress import Ticker
 from provstream.read.asof import AsOf, add_as_of, moment_of, trace_sources
 from provstream.read.collect import trace_with_subtraces
 from provstream.read.export import FORMATS, export
@@ -31,8 +33,7 @@ def register(subparsers: Any) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("uri", nargs="?", metavar="URI", help="question IRI of the trace")
     target.add_argument("--all", action="store_true", help="every trace of the user and collection")
-    parser.add_argument("-U", "--user", help="user (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection (default: default)")
+    add_scope(parser)
     parser.add_argument("--format", required=True, choices=FORMATS)
     parser.add_argument("--strict-prov", action="store_true",
                         help="map derivations from activities so the output passes the PROV constraints")
@@ -47,21 +48,23 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    user, collection = args.user or settings.user, args.collection or settings.collection
+    user, collection = scope(args, settings)
     moment = moment_of(args)
     triples: set[Triple]
     inlined: list[str] = []
     if args.all and moment is not None:
         raise ProvstreamError("--as-of / --as-of-offset export one trace (a URI), not --all")
+    what = f"user {user!r} collection {collection!r}" if args.all else args.uri
     if args.all:
-        with Neo4jStore(settings) as store:
+        with Neo4jStore(settings) as store, Ticker(f"export: reading {what} from Neo4j"):
             triples = store.scope_triples(user=user, collection=collection)
     else:
-        with trace_sources(settings, moment) as (source, reader):
+        with trace_sources(settings, moment) as (source, reader), Ticker(f"export: reading {what}"):
             triples, inlined = trace_with_subtraces(source, reader, args.uri, user=user, collection=collection,
                                                     subtraces=not args.no_subtraces)
     lineage = _lineage(args, settings, user, collection, moment, [] if args.all else [args.uri, *inlined])
-    text = export(triples, args.format, strict=args.strict_prov, lineage=lineage)
+    with Ticker(f"export: writing {len(triples)} triples as {args.format}"):
+        text = export(triples, args.format, strict=args.strict_prov, lineage=lineage)
     if args.output is None:
         sys.stdout.write(text)
         return 0

@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import Any
 
+from provstream.cli.options import add_scope, scope
 from provstream.cli.read import question_of, terminal_width
 from provstream.read.follow import follow
 from provstream.read.live import TriplesTail
@@ -24,14 +25,13 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("follow", help="print steps live as they happen", description=__doc__)
     parser.add_argument("uri", nargs="?", metavar="URI",
                         help="follow only this trace (question IRI) and the sub-traces its steps call")
-    parser.add_argument("-U", "--user", help="user (default: trustgraph)")
-    parser.add_argument("-C", "--collection", help="collection (default: default)")
+    add_scope(parser)
     parser.add_argument("--from-beginning", action="store_true", help="start at the oldest step kept")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    user, collection = args.user or settings.user, args.collection or settings.collection
+    user, collection = scope(args, settings)
     question = None if args.uri is None else question_of(args.uri)[0]
     with TriplesTail(settings, from_beginning=args.from_beginning) as tail:
         what = settings.triples_topic if question is None else f"{question} and its sub-traces"

@@ -4,20 +4,19 @@ Exactly one start: ``--from-beginning``, ``--from-offset PARTITION:OFFSET``
 (repeatable; only the partitions named are read) or ``--from-time ISO8601``
 (per partition, the first event at or after that time; no zone means UTC).
 ``--reset-graph`` deletes the whole retrieval graph (every user and
-collection) before writing. Progress on stderr, then a one-line summary.
+collection) before writing. Progress on stderr (redrawn with a rate and ETA
+on a terminal, a plain line every 10 s elsewhere), then a one-line summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from provstream.connectors.replay import ReplayStats, Reset, StartAt, parse_offset, parse_time, replay
+from provstream.progress import Progress
 from provstream.settings import Settings
-
-PROGRESS_EVERY = 0.25  # seconds
 
 
 def register(subparsers: Any) -> None:
@@ -41,38 +40,17 @@ def start_of(args: argparse.Namespace) -> StartAt:
     return StartAt.beginning()
 
 
-class ProgressLine:
-    """A ``\\r`` progress line on stderr, redrawn at most every :data:`PROGRESS_EVERY` seconds."""
-
-    def __init__(self) -> None:
-        self._began = time.monotonic()
-        self._last = 0.0
-        self._drawn = False
-
-    def __call__(self, stats: ReplayStats, final: bool = False) -> None:
-        now = time.monotonic()
-        if now - self._last < PROGRESS_EVERY and not final:
-            return
-        self._last = now
-        pct = 100.0 * stats.events / stats.total if stats.total else 100.0
-        rate = stats.events / max(now - self._began, 1e-9)
-        sys.stderr.write(f"\rreplay {stats.events}/{stats.total} events ({pct:5.1f}%) "
-                         f"{stats.triples} triples  {rate:.0f} events/s ")
-        sys.stderr.flush()
-        self._drawn = True
-
-    def done(self) -> None:
-        if self._drawn:
-            sys.stderr.write("\n")
-
-
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    line = ProgressLine()
+    bar = Progress("replay", unit="events")
+
+    def progress(stats: ReplayStats) -> None:
+        bar.update(stats.events, stats.total, f"{stats.triples} triples")
+
     try:
-        stats = replay(settings, start_of(args), reset=Reset() if args.reset_graph else None, progress=line)
-        line(stats, final=True)
+        stats = replay(settings, start_of(args), reset=Reset() if args.reset_graph else None, progress=progress)
+        progress(stats)
     finally:
-        line.done()
+        bar.finish()
     if args.reset_graph:
         print(f"deleted {stats.deleted} nodes of the retrieval graph", file=sys.stderr)
     print(stats.summary())
