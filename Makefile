@@ -4,7 +4,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up down status test unit demo bench faults lint clean-stack stack-tests
+.PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	bash scripts/bootstrap
@@ -34,6 +34,10 @@ bench: $(STAMP)
 
 faults: $(STAMP)
 	bash scripts/faults
+	bash scripts/faults-cluster -k "not at_volume"
+
+faults-fuzz: $(STAMP)
+	PROVSTREAM_FUZZ_EVENTS=$${PROVSTREAM_FUZZ_EVENTS:-100000} bash scripts/faults-cluster -k at_volume
 
 lint: $(STAMP)
 	$(BIN)/ruff check provstream streams connectors tests bench

@@ -5,8 +5,8 @@
 # one controller quorum. No Docker, no tarball.
 #
 #   deploy/kafka.sh resolve      fetch the jars into $STACK/lib/kafka (once; marker file)
-#   deploy/kafka.sh up           resolve, write config, format storage once, start every broker
-#                                that is not running, wait until all are ready
+#   deploy/kafka.sh up [ID]      resolve, write config, format storage once, start every broker
+#                                that is not running (or only broker ID), wait until all are ready
 #   deploy/kafka.sh down [ID]    stop (SIGTERM, up to 30 s, then SIGKILL) every broker, or only
 #                                broker ID (1..N); harmless when stopped
 #   deploy/kafka.sh status       one line per broker "kafka <version> [broker <id>] 127.0.0.1:<port>
@@ -458,8 +458,9 @@ start_broker() { # the broker set by broker_layout; appends "id:pid" to STARTED
     STARTED+=("$B_ID:$pid")
 }
 
-do_up() {
+do_up() { # $1 = broker id (optional): start only that broker of the cluster
     validate_env
+    [ -z "${1:-}" ] || { [[ $1 =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= BROKERS)); } || die "no broker '$1' (1..$BROKERS, PROVSTREAM_KAFKA_BROKERS)"
     mkdir -p "$STACK" "$LOGDIR" "$RUN"
     lock
     local pid t0=$SECONDS rc id entry
@@ -470,7 +471,7 @@ do_up() {
     if [ "$before" != "$BROKERS" ] && [ -n "$(stack_pids)" ]; then
         die "kafka of this stack runs with $before broker(s), not PROVSTREAM_KAFKA_BROKERS=$BROKERS (run deploy/kafka.sh down first)"
     fi
-    for id in $(broker_ids); do
+    for id in ${1:-$(broker_ids)}; do
         broker_layout "$id"
         # pid file missing or stale: adopt a broker of this stack if one runs
         pid=$(find_pid) || pid=
@@ -615,7 +616,7 @@ case ${1:-} in
             echo "kafka $VERSION resolved into $(show "$LIB") ($(find "$LIB" -name '*.jar' | wc -l) jars)"
         fi
         ;;
-    up) do_up ;;
+    up) do_up "${2:-}" ;;
     down)
         validate_env
         do_down "${2:-}"
@@ -626,7 +627,7 @@ case ${1:-} in
         exit $rc
         ;;
     *)
-        echo "usage: $0 resolve|up|down [broker id]|status" >&2
+        echo "usage: $0 resolve|up [broker id]|down [broker id]|status" >&2
         exit 2
         ;;
 esac
