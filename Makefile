@@ -31,6 +31,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	bash scripts/bench
+	bash scripts/bench --brokers 3 --no-replay
 
 faults: $(STAMP)
 	bash scripts/faults

@@ -51,8 +51,12 @@ class Ports:
 FAULT_PORTS = Ports(19092, 19093, 17687, 17474)
 BENCH_PORTS = Ports(19192, 19193, 17787, 17574)
 # a 3-broker cluster (brokers on kafka, kafka+2, kafka+4; controllers likewise); PROVSTREAM_CLUSTER_PORT_BASE moves it
-_BASE = int(os.environ.get("PROVSTREAM_CLUSTER_PORT_BASE", "41000"))
-CLUSTER_PORTS = Ports(_BASE + 92, _BASE + 93, _BASE + 687, _BASE + 474)
+def cluster_ports(offset: int = 0) -> Ports:
+    base = int(os.environ.get("PROVSTREAM_CLUSTER_PORT_BASE", "41000")) + offset
+    return Ports(base + 92, base + 93, base + 687, base + 474)
+
+
+CLUSTER_PORTS = cluster_ports()  # tests/faults_cluster; the cluster benchmark uses cluster_ports(100)
 
 
 class StackFailed(RuntimeError):
