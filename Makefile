@@ -4,7 +4,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up down status test unit demo bench faults lint clean-stack stack-tests secure-tests
+.PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	bash scripts/bootstrap
@@ -31,9 +31,14 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	bash scripts/bench
+	bash scripts/bench --brokers 3 --no-replay
 
 faults: $(STAMP)
 	bash scripts/faults
+	bash scripts/faults-cluster -k "not at_volume"
+
+faults-fuzz: $(STAMP)
+	PROVSTREAM_FUZZ_EVENTS=$${PROVSTREAM_FUZZ_EVENTS:-100000} bash scripts/faults-cluster -k at_volume
 
 lint: $(STAMP)
 	$(BIN)/ruff check provstream streams connectors tests bench

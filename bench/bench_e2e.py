@@ -53,6 +53,7 @@ from e2e_stack import (
     PrivateStack,
     Usage,
     child_env,
+    cluster_ports,
     proc_usage,
     start_child,
     start_sink,
@@ -434,10 +435,11 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stack = PrivateStack("bench", BENCH_PORTS)
+    stack = PrivateStack("bench", BENCH_PORTS) if args.brokers == 1 else \
+        PrivateStack("bench-cluster", cluster_ports(100), brokers=args.brokers)
     was_running = stack.script("kafka", "status").endswith("running") and \
         stack.script("neo4j", "status").endswith("running")
-    print(f"# bench_e2e {machine()}", flush=True)
+    print(f"# bench_e2e {machine()}; Kafka brokers: {args.brokers}", flush=True)
     try:
         if not was_running:
             print("starting the private stack (.stack/private-bench) ...", flush=True)
@@ -458,6 +460,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-replay", action="store_true")
     p.add_argument("--profile", type=Path, default=None, help="py-spy the one-worker sustained run into DIR")
     p.add_argument("--keep-stack", action="store_true", help="leave the private stack running")
+    p.add_argument("--brokers", type=int, default=1,
+                   help="Kafka brokers of the private stack (default 1; 3: RF 3, min ISR 2)")
     return p.parse_args(argv)
 
 

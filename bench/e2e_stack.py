@@ -29,7 +29,7 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
-from provstream.settings import Settings
+from provstream.settings import Settings, cluster_bootstrap
 from provstream.streams.runner import READY as WORKER_READY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +50,13 @@ class Ports:
 
 FAULT_PORTS = Ports(19092, 19093, 17687, 17474)
 BENCH_PORTS = Ports(19192, 19193, 17787, 17574)
+# a 3-broker cluster (brokers on kafka, kafka+2, kafka+4; controllers likewise); PROVSTREAM_CLUSTER_PORT_BASE moves it
+def cluster_ports(offset: int = 0) -> Ports:
+    base = int(os.environ.get("PROVSTREAM_CLUSTER_PORT_BASE", "41000")) + offset
+    return Ports(base + 92, base + 93, base + 687, base + 474)
+
+
+CLUSTER_PORTS = cluster_ports()  # tests/faults_cluster; the cluster benchmark uses cluster_ports(100)
 
 
 class StackFailed(RuntimeError):
@@ -60,6 +67,7 @@ class StackFailed(RuntimeError):
 class PrivateStack:
     name: str
     ports: Ports
+    brokers: int = 1
 
     @property
     def dir(self) -> Path:
@@ -69,11 +77,12 @@ class PrivateStack:
         p = self.ports
         return {**os.environ, "PROVSTREAM_STACK_DIR": str(self.dir),
                 "PROVSTREAM_KAFKA_PORT": str(p.kafka), "PROVSTREAM_KAFKA_CONTROLLER_PORT": str(p.controller),
-                "PROVSTREAM_NEO4J_BOLT_PORT": str(p.bolt), "PROVSTREAM_NEO4J_HTTP_PORT": str(p.http)}
+                "PROVSTREAM_NEO4J_BOLT_PORT": str(p.bolt), "PROVSTREAM_NEO4J_HTTP_PORT": str(p.http),
+                "PROVSTREAM_KAFKA_BROKERS": str(self.brokers)}
 
-    def script(self, server: str, verb: str) -> str:
-        """``deploy/<server>.sh <verb>`` on this stack; its stdout, or :class:`StackFailed`."""
-        done = subprocess.run(["bash", str(DEPLOY / f"{server}.sh"), verb], env=self.env(),
+    def script(self, server: str, verb: str, *args: str) -> str:
+        """``deploy/<server>.sh <verb> [args]`` on this stack; its stdout, or :class:`StackFailed`."""
+        done = subprocess.run(["bash", str(DEPLOY / f"{server}.sh"), verb, *args], env=self.env(),
                               capture_output=True, text=True, check=False)
         if done.returncode != 0 and not (verb == "status" and done.returncode == 3):
             last = (done.stderr.strip().splitlines() or [f"{server} {verb} failed"])[-1]
@@ -100,16 +109,47 @@ class PrivateStack:
         """Settings pointing at this stack (password from its secret file unless set in the environment)."""
         p = self.ports
         return replace(
-            Settings.from_env(), kafka_bootstrap=f"127.0.0.1:{p.kafka}", neo4j_uri=f"bolt://127.0.0.1:{p.bolt}",
+            Settings.from_env(), kafka_bootstrap=cluster_bootstrap(p.kafka, self.brokers), kafka_brokers=self.brokers,
+            neo4j_uri=f"bolt://127.0.0.1:{p.bolt}",
             neo4j_http=f"http://127.0.0.1:{p.http}", stack_dir=self.dir,
             neo4j_password=os.environ.get("PROVSTREAM_NEO4J_PASSWORD", ""),
         ).with_stack_secret()
 
     def server_pid(self, server: str) -> int | None:
+        """The pid of ``kafka`` / ``neo4j``, or of one broker of a cluster (``kafka-2``)."""
         try:
             return int((self.dir / "run" / f"{server}.pid").read_text().strip())
         except (OSError, ValueError):
             return None
+
+    def kill_broker(self, broker: int) -> None:
+        """SIGKILL broker ``broker`` (1..brokers) of this cluster; waits until it is gone."""
+        pid = self.server_pid(f"kafka-{broker}" if self.brokers > 1 else "kafka")
+        assert pid is not None, f"no pid file for broker {broker}"
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while proc_usage(pid) is not None and time.monotonic() < deadline:  # gone (or a zombie)
+            time.sleep(0.1)
+
+
+def leaders(settings: Settings, topic: str) -> dict[int, int]:
+    """partition -> the broker id leading it (-1: none) of ``topic`` now."""
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, client_id="provstream-e2e-probe")
+    try:
+        [desc] = admin.describe_topics([topic])
+        return {p["partition_index"]: p["leader_id"] for p in desc["partitions"]}
+    finally:
+        admin.close()
+
+
+def in_sync(settings: Settings, topic: str) -> dict[int, list[int]]:
+    """partition -> the in-sync replicas of ``topic`` now."""
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, client_id="provstream-e2e-probe")
+    try:
+        [desc] = admin.describe_topics([topic])
+        return {p["partition_index"]: sorted(p["isr_nodes"]) for p in desc["partitions"]}
+    finally:
+        admin.close()
 
 
 def seed_libs(lib: Path) -> None:

@@ -33,7 +33,7 @@ ROLE_DESCRIPTIONS: Final = {
     "otlp": "writes the OTLP spans topic",
     "worker": "reads events and spans; writes triples, events (from spans), dead letters, its own topics",
     "sink": "reads triples; writes the triples dead letters",
-    "reader": "reads events and triples (replay, follow)",
+    "reader": "reads events, triples and the dead letters (replay, follow, as-of, dlq)",
 }
 
 
@@ -57,7 +57,9 @@ def grants(settings: Settings) -> list[Grant]:
             Grant("worker", "GROUP", s.worker_app_id, "READ")]
     out += [Grant("sink", "TOPIC", s.triples_topic, "READ"), Grant("sink", "TOPIC", s.triples_dlq_topic, "WRITE"),
             Grant("sink", "GROUP", s.sink_group, "READ")]
-    out += [Grant("reader", "TOPIC", s.events_topic, "READ"), Grant("reader", "TOPIC", s.triples_topic, "READ")]
+    out += [Grant("reader", "TOPIC", topic, "READ")  # replay, follow, as-of; provstream dlq
+            for topic in (s.events_topic, s.triples_topic, s.events_dlq_topic, s.triples_dlq_topic,
+                          s.otlp_spans_dlq_topic)]
     return out
 
 

@@ -8,7 +8,8 @@ printed.
 
 Client addresses follow the server ports: when ``PROVSTREAM_KAFKA_BOOTSTRAP``
 is not set but ``PROVSTREAM_KAFKA_PORT`` (the port ``deploy/kafka.sh`` starts
-Kafka on) is, the bootstrap is ``127.0.0.1:<that port>``; likewise
+Kafka on) is, the bootstrap is ``127.0.0.1:<that port>`` (with
+``PROVSTREAM_KAFKA_BROKERS=N``, the N brokers' ports: +0, +2, +4 ...); likewise
 ``PROVSTREAM_NEO4J_URI`` from ``PROVSTREAM_NEO4J_BOLT_PORT`` and
 ``PROVSTREAM_NEO4J_HTTP`` from ``PROVSTREAM_NEO4J_HTTP_PORT``. So one
 variable per endpoint is enough for a stack on private ports.
@@ -68,6 +69,12 @@ class Settings:
     emit_close_ms: int = 15_000  # the longest close() (and the flush at interpreter exit) waits for Kafka
     max_message_bytes: int = 1_000_000
     invoke_wait_ms: int = 60_000  # the longest tg-invoke-agent waits for its trace to be queryable in Neo4j
+    # -- Kafka cluster (deploy/kafka.sh starts kafka_brokers brokers; docs: deploy/README.md "Past one machine")
+    kafka_brokers: int = 1  # unset: the count of the stack's last `up` (<stack dir>/conf/kafka/brokers), else 1
+    kafka_replication_factor: int = 0  # of every topic provstream or Faust creates; 0: min(kafka_brokers, 3)
+    kafka_min_insync_replicas: int = 0  # 0: replication factor - 1, at least 1 (RF 3 -> 2)
+    workers: int = 1  # `provstream stack up` runs this many worker processes (one consumer group) ...
+    sinks: int = 1  # ... and this many sinks (one consumer group); partitions bound the useful count
     llm_url: str = ""
     llm_model: str = ""
     llm_api_key: str = field(default="", repr=False)
@@ -105,10 +112,19 @@ class Settings:
             if raw is not None and raw != "":
                 values[f.name] = _convert(f.name, f.type, raw)
         secure = values.get("secure", overrides.get("secure", 0)) == 1
+        if "kafka_brokers" not in values:
+            stored = _stored_brokers(values.get("stack_dir", _default_stack_dir()))
+            if stored > 1:
+                values["kafka_brokers"] = stored
         for name, port_var, form in _FROM_PORTS:
             port = env.get(port_var, "")
             if name not in values and port != "":
                 values[name] = form.format(_port(port_var, port))
+        if "kafka_bootstrap" not in values:  # the local stack's brokers, from deploy/kafka.sh's port variable
+            port, brokers = env.get("PROVSTREAM_KAFKA_PORT", ""), values.get("kafka_brokers", 1)
+            if port != "" or brokers > 1:
+                first = _port("PROVSTREAM_KAFKA_PORT", port) if port != "" else 9092
+                values["kafka_bootstrap"] = cluster_bootstrap(first, brokers)
         if secure:
             values = _secure_defaults(values, explicit={k for k in values if env.get('PROVSTREAM_' + k.upper())})
         settings = replace(cls(**values), **overrides)
@@ -120,7 +136,8 @@ class Settings:
 
         :raises ConfigError: ``neo4j_uri`` is not a Bolt URI (``bolt://``,
             ``neo4j://`` and their ``+s`` / ``+ssc`` forms), ``neo4j_http`` not
-            an ``http(s)://`` URL.
+            an ``http(s)://`` URL, a count (workers, sinks, brokers, replication)
+            out of range.
 
         Example: ``Settings(neo4j_uri="http://127.0.0.1:7474").check()`` raises
         ``ConfigError("PROVSTREAM_NEO4J_URI must be a Bolt URI ...")``.
@@ -136,6 +153,27 @@ class Settings:
         if not sep or scheme not in ("http", "https") or not rest:
             raise ConfigError(f"PROVSTREAM_NEO4J_HTTP must be an http:// or https:// URL such as "
                               f"http://127.0.0.1:7474, got {self.neo4j_http!r}")
+        for name, value in (("PROVSTREAM_WORKERS", self.workers), ("PROVSTREAM_SINKS", self.sinks)):
+            if value < 1:
+                raise ConfigError(f"{name} must be at least 1, got {value}")
+        if self.kafka_brokers < 1:
+            raise ConfigError(f"PROVSTREAM_KAFKA_BROKERS must be at least 1, got {self.kafka_brokers}")
+        if self.kafka_replication_factor < 0:
+            raise ConfigError("PROVSTREAM_KAFKA_REPLICATION_FACTOR must be 0 (derived) or more, "
+                              f"got {self.kafka_replication_factor}")
+        if not 0 <= self.kafka_min_insync_replicas <= self.replication_factor:
+            raise ConfigError(f"PROVSTREAM_KAFKA_MIN_INSYNC_REPLICAS must be 0 (derived) to the replication factor "
+                              f"{self.replication_factor}, got {self.kafka_min_insync_replicas}")
+
+    @property
+    def replication_factor(self) -> int:
+        """The topics' replication factor: the setting, else min(brokers, 3) (deploy/kafka.sh derives the same)."""
+        return self.kafka_replication_factor or min(self.kafka_brokers, 3)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """The topics' ``min.insync.replicas``: the setting, else the replication factor - 1, at least 1."""
+        return self.kafka_min_insync_replicas or max(1, self.replication_factor - 1)
 
     def with_stack_secret(self) -> Settings:
         """These settings, with the password the stack stored if none was given."""
@@ -170,10 +208,25 @@ NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 
 # client address <- the server port variable of deploy/*.sh, when the address is not given
 _FROM_PORTS = (
-    ("kafka_bootstrap", "PROVSTREAM_KAFKA_PORT", "127.0.0.1:{}"),
     ("neo4j_uri", "PROVSTREAM_NEO4J_BOLT_PORT", "bolt://127.0.0.1:{}"),
     ("neo4j_http", "PROVSTREAM_NEO4J_HTTP_PORT", "http://127.0.0.1:{}"),
 )
+
+
+def cluster_bootstrap(first_port: int, brokers: int) -> str:
+    """The bootstrap list of a local stack of ``brokers`` brokers (deploy/kafka.sh: broker i on port + 2(i-1)).
+
+    >>> cluster_bootstrap(9092, 3)
+    '127.0.0.1:9092,127.0.0.1:9094,127.0.0.1:9096'
+    """
+    return ",".join(f"127.0.0.1:{first_port + 2 * i}" for i in range(brokers))
+
+
+def _stored_brokers(stack_dir: Path) -> int:
+    try:
+        return int((Path(stack_dir) / "conf" / "kafka" / "brokers").read_text().strip())
+    except (OSError, ValueError):
+        return 1
 
 
 def _port(name: str, raw: str) -> int:

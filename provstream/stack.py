@@ -24,7 +24,7 @@ from pathlib import Path
 from provstream.errors import ProvstreamError
 from provstream.progress import Ticker
 from provstream.settings import Settings
-from provstream.topics import ensure_topics
+from provstream.topics import describe_cluster, ensure_topics
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 SERVERS = ("kafka", "neo4j")
@@ -48,6 +48,36 @@ APPS = (
 
 class StackError(ProvstreamError):
     pass
+
+
+def instances(settings: Settings) -> list[App]:
+    """The managed processes: ``settings.workers`` workers, ``settings.sinks`` sinks, the OTLP receiver.
+
+    The first of each keeps its historical name (``worker``, ``sink``); more are
+    ``worker-2``, ``sink-2``, ... Each extra worker gets a Faust data directory of its own.
+    """
+    out: list[App] = []
+    for app in APPS:
+        count = {"worker": settings.workers, "sink": settings.sinks}.get(app.name, 1)
+        out.append(app)
+        for i in range(2, count + 1):
+            extra = ("--datadir", str(settings.stack_dir / "faust" / f"{settings.worker_app_id}-{i}")) \
+                if app.name == "worker" else ()
+            out.append(App(f"{app.name}-{i}", (*app.argv, *extra), app.ready))
+    return out
+
+
+def _stray(settings: Settings) -> list[App]:
+    """Extra worker/sink instances left running by an ``up`` with a larger count (stopped by ``down``)."""
+    run = settings.stack_dir / "run"
+    names = {a.name for a in instances(settings)}
+    found = []
+    for pidfile in sorted(run.glob("*-[0-9]*.pid")) if run.is_dir() else ():
+        name = pidfile.stem
+        base = name.rsplit("-", 1)[0]
+        if base in ("worker", "sink") and name not in names:
+            found.append(App(name, (), ""))
+    return found
 
 
 def _env(settings: Settings) -> dict[str, str]:
@@ -191,7 +221,7 @@ def up(settings: Settings, *, apps: bool = True, say=print) -> None:  # type: ig
 
             say(f"acls: {ensure_acls(settings)} least-privilege ACLs in place (docs/security.md)")
         if apps:
-            for app in APPS:
+            for app in instances(settings):
                 was_running = app_pid(settings, app) is not None
                 with Ticker(f"{app.name}: starting"):
                     pid = start_app(settings, app)
@@ -212,7 +242,7 @@ def up(settings: Settings, *, apps: bool = True, say=print) -> None:  # type: ig
 
 
 def down(settings: Settings, *, say=print) -> None:  # type: ignore[no-untyped-def]
-    for app in reversed(APPS):
+    for app in reversed([*instances(settings), *_stray(settings)]):
         if stop_app(settings, app):
             say(f"{app.name}: stopped")
     for name in reversed(SERVERS):
@@ -226,7 +256,12 @@ def status(settings: Settings) -> tuple[list[str], bool]:
         done = _script(settings, name, "status")
         lines.append(done.stdout.strip() or done.stderr.strip() or f"{name} unknown")
         healthy &= done.returncode == 0
-    for app in APPS:
+        if name == "kafka" and settings.kafka_brokers > 1:  # a cluster: which broker leads which partition
+            try:
+                lines.extend("  " + line for line in describe_cluster(settings, timeout_ms=5000))
+            except ProvstreamError as exc:
+                lines.append(f"  partitions unknown: {exc}")
+    for app in instances(settings):
         pid = app_pid(settings, app)
         lines.append(f"{app.name} running (pid {pid})" if pid else f"{app.name} stopped")
         healthy &= pid is not None

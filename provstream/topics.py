@@ -112,17 +112,58 @@ def partition_for(key: bytes, count: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % count
 
 
+def replication_configs(settings: Settings) -> dict[str, str]:
+    """The topic configs every provstream topic (and the worker's changelog) carries for replication.
+
+    >>> replication_configs(Settings(kafka_brokers=3))
+    {'min.insync.replicas': '2'}
+    """
+    return {"min.insync.replicas": str(settings.min_insync_replicas)}
+
+
 def topic_specs(settings: Settings) -> list[NewTopic]:
-    n = settings.partitions
+    n, rf = settings.partitions, settings.replication_factor
+    kept = {**UNBOUNDED, **replication_configs(settings)}
     max_bytes = {"max.message.bytes": str(settings.max_message_bytes)}
     return [
-        NewTopic(settings.events_topic, n, 1, topic_configs={**UNBOUNDED, **max_bytes}),
-        NewTopic(settings.triples_topic, n, 1, topic_configs={**UNBOUNDED, **max_bytes}),
-        NewTopic(settings.events_dlq_topic, 1, 1, topic_configs=UNBOUNDED),
-        NewTopic(settings.triples_dlq_topic, 1, 1, topic_configs=UNBOUNDED),
-        NewTopic(settings.otlp_spans_topic, n, 1, topic_configs={**UNBOUNDED, **max_bytes}),
-        NewTopic(settings.otlp_spans_dlq_topic, 1, 1, topic_configs=UNBOUNDED),
+        NewTopic(settings.events_topic, n, rf, topic_configs={**kept, **max_bytes}),
+        NewTopic(settings.triples_topic, n, rf, topic_configs={**kept, **max_bytes}),
+        NewTopic(settings.events_dlq_topic, 1, rf, topic_configs=kept),
+        NewTopic(settings.triples_dlq_topic, 1, rf, topic_configs=kept),
+        NewTopic(settings.otlp_spans_topic, n, rf, topic_configs={**kept, **max_bytes}),
+        NewTopic(settings.otlp_spans_dlq_topic, 1, rf, topic_configs=kept),
     ]
+
+
+def describe_cluster(settings: Settings, timeout_ms: int = 10_000) -> list[str]:
+    """Lines for ``make status``: each broker of the cluster, then leader and ISR of each partition of the
+    provstream topics and the worker's internal (changelog) topics.
+
+    :raises ProvstreamError: Kafka cannot be reached.
+    """
+    try:
+        admin = KafkaAdminClient(**kafka_python_options(settings, "admin"), request_timeout_ms=timeout_ms,
+                                 client_id="provstream-status")
+    except KafkaError as exc:
+        raise ProvstreamError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
+    try:
+        cluster = admin.describe_cluster()
+        controller = cluster.get("controller_id")
+        lines = [f"broker {b['broker_id']} {b['host']}:{b['port']}"
+                 + (" controller" if b["broker_id"] == controller else "") + (" fenced" if b.get("is_fenced") else "")
+                 for b in sorted(cluster.get("brokers", []), key=lambda b: b["broker_id"])]
+        ours = {t.name for t in topic_specs(settings)}
+        names = sorted(t for t in admin.list_topics() if t in ours or t.startswith(settings.worker_app_id + "-"))
+        for topic in sorted(admin.describe_topics(names) if names else [], key=lambda t: t["name"]):
+            parts = sorted(topic.get("partitions", []), key=lambda p: p["partition_index"])
+            lines.append(f"{topic['name']}: " + ", ".join(
+                f"p{p['partition_index']} leader {p['leader_id']} isr {','.join(map(str, sorted(p['isr_nodes'])))}"
+                for p in parts))
+        return lines
+    except KafkaError as exc:
+        raise ProvstreamError(f"cannot describe the cluster at {settings.kafka_bootstrap}: {exc}") from exc
+    finally:
+        admin.close()
 
 
 def ensure_topics(settings: Settings, timeout_ms: int = 30_000, role: str = "admin") -> list[str]:

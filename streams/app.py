@@ -98,7 +98,8 @@ def create_app(settings: Settings, options: WorkerOptions = WorkerOptions()) -> 
     events = _raw_topic(app, settings.events_topic)
     fold = _Fold(
         app=app,
-        table=app.Table(TABLE, default=None, partitions=settings.partitions, key_type=bytes, use_partitioner=True),
+        table=app.Table(TABLE, default=None, partitions=settings.partitions, key_type=bytes, use_partitioner=True,
+                        extra_topic_configs=topics.replication_configs(settings)),
         triples_topic=settings.triples_topic,
         dlq_topic=settings.events_dlq_topic,
         max_bytes=settings.max_message_bytes,
@@ -133,7 +134,7 @@ def _config(settings: Settings, options: WorkerOptions) -> dict[str, Any]:
         "store": "memory://",
         "datadir": str(datadir(settings, options)),
         "topic_partitions": settings.partitions,
-        "topic_replication_factor": 1,
+        "topic_replication_factor": settings.replication_factor,  # the changelog's too
         "topic_disable_leader": True,
         "processing_guarantee": "at_least_once",
         "consumer_auto_offset_reset": "earliest",

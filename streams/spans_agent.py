@@ -40,6 +40,7 @@ from provstream.codec.otlp import OtlpError, span_records
 from provstream.codec.records import encode_event
 from provstream.settings import Settings
 from provstream.streams.spans import Record, Scope, Translated, pending, step
+from provstream.topics import replication_configs
 
 log = logging.getLogger("provstream.worker.otlp")
 TABLE = "otlp_traces"
@@ -183,7 +184,8 @@ def attach(app: faust.App, settings: Settings) -> SpanTranslator:
 
     translator = SpanTranslator(
         app=app,
-        table=app.Table(TABLE, default=None, partitions=settings.partitions, key_type=bytes, use_partitioner=True),
+        table=app.Table(TABLE, default=None, partitions=settings.partitions, key_type=bytes, use_partitioner=True,
+                        extra_topic_configs=replication_configs(settings)),
         events_topic=settings.events_topic,
         dlq_topic=settings.otlp_spans_dlq_topic,
         scope=Scope(settings.user, settings.collection),

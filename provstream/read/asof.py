@@ -43,6 +43,7 @@ from provstream.core.triples import StepTriples, Triple
 from provstream.errors import ConfigError, DecodeError, InvalidEvent, ProvstreamError, TraceNotFound
 from provstream.read.loader import StatusSource, TripleSource
 from provstream.read.model import Completeness
+from provstream.security import kafka_python_options
 from provstream.settings import Settings
 from provstream.topics import partition_for
 
@@ -99,7 +100,7 @@ class AsOfSource:
     def open(self) -> AsOfSource:
         topic = self._settings.events_topic
         try:
-            self._consumer = KafkaConsumer(bootstrap_servers=self._settings.kafka_bootstrap, group_id=None,
+            self._consumer = KafkaConsumer(**kafka_python_options(self._settings, "reader"), group_id=None,
                                            enable_auto_commit=False, client_id="provstream-as-of")
             self._partitions = sorted(self._consumer.partitions_for_topic(topic) or ())
         except KafkaError as exc:

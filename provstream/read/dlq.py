@@ -29,6 +29,7 @@ from kafka.errors import KafkaError
 from provstream.codec.records import decode_event, decode_triples
 from provstream.errors import ProvstreamError
 from provstream.read.text import truncate
+from provstream.security import kafka_python_options
 from provstream.settings import Settings
 from provstream.topics import ERROR_HEADER, SOURCE_HEADERS
 
@@ -208,7 +209,7 @@ class _consumer:
 
     def __enter__(self) -> KafkaConsumer:
         try:
-            self._consumer = KafkaConsumer(bootstrap_servers=self._settings.kafka_bootstrap, group_id=None,
+            self._consumer = KafkaConsumer(**kafka_python_options(self._settings, "reader"), group_id=None,
                                            enable_auto_commit=False, client_id="provstream-dlq")
         except KafkaError as exc:
             raise ProvstreamError(f"cannot reach Kafka at {self._settings.kafka_bootstrap}: {exc} "
