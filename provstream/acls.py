@@ -58,10 +58,9 @@ def grants(settings: Settings) -> list[Grant]:
     out += [Grant("sink", "TOPIC", s.triples_topic, "READ"), Grant("sink", "TOPIC", s.triples_dlq_topic, "WRITE"),
             Grant("sink", "GROUP", s.sink_group, "READ")]
     out += [Grant("reader", "TOPIC", s.events_topic, "READ"), Grant("reader", "TOPIC", s.triples_topic, "READ")]
-    if s.encrypt:  # the keys topic: the emitters (and the worker, for spans) write keys, the readers read them
+    if s.encrypt:  # the keys topic: the emitters write data keys, the readers read them; only admin erases
         out += [Grant(role, "TOPIC", s.keys_topic, op) for role, op in (
-            ("emitter", "WRITE"), ("emitter", "DESCRIBE"), ("worker", "WRITE"), ("worker", "DESCRIBE"),
-            ("sink", "READ"), ("reader", "READ"))]
+            ("emitter", "WRITE"), ("emitter", "DESCRIBE"), ("sink", "READ"), ("reader", "READ"))]
     return out
 
 
