@@ -4,7 +4,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests
+.PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests erase-tests
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	bash scripts/bootstrap
@@ -52,3 +52,6 @@ stack-tests: $(STAMP)
 
 secure-tests: $(STAMP)
 	$(BIN)/pytest -q -m securestack tests/secure
+
+erase-tests: $(STAMP)
+	$(BIN)/pytest -q -m privatestack tests/erase

@@ -25,6 +25,10 @@ JSON-serialisable), :class:`StepTooLarge` (not even the marker fits: a limit of
 a few hundred bytes), :class:`EmitTimeout` (buffer full),
 :class:`DeliveryFailed` (an earlier step was not delivered).
 
+With ``PROVSTREAM_ENCRYPT=1`` (or a ``keys`` ring) the personal text fields
+are sealed at the call under the session's data key (:mod:`provstream.crypto`),
+which is stored in the keys topic before the session's first event is sent.
+
 An empty ``session_id`` gives a :class:`NullSession`: same methods, records
 nothing, ``uri`` ``""`` (callers without provenance keep working).
 """
@@ -47,7 +51,9 @@ from provstream.connectors.transport import KafkaTransport, Transport
 from provstream.core import events as ev
 from provstream.core import vocab as v
 from provstream.core.fold import MAX_ITERATIONS, validate
+from provstream.crypto import KeyRing
 from provstream.errors import EmitError, EncodeError, InvalidEvent, InvalidStep, StepTooLarge
+from provstream.keys import close_ring, open_ring
 from provstream.settings import Settings
 
 _log = logging.getLogger("provstream.emitter")
@@ -68,9 +74,12 @@ class Emitter:
     Thread-safe: sessions may live on different threads.
     """
 
-    def __init__(self, settings: Settings, *, transport: Transport | None = None) -> None:
+    def __init__(self, settings: Settings, *, transport: Transport | None = None,
+                 keys: KeyRing | None = None) -> None:
         self.settings = settings
         self._transport = transport
+        self._keys = keys  # PROVSTREAM_ENCRYPT=1: made (with the keys topic) when the first step is sent
+        self._keys_ready = keys is not None or not settings.encrypt
         self._limit = settings.max_message_bytes - RECORD_OVERHEAD
         self._lock = threading.Lock()
         self.too_large = 0  # steps recorded as a too-large marker (see too_large())
@@ -110,6 +119,7 @@ class Emitter:
         self._closed = True
         if self._transport is not None:
             self._transport.close()
+        close_ring(self._keys)
 
     # -- sessions --------------------------------------------------------
 
@@ -162,6 +172,9 @@ class Emitter:
         try:
             if type(event.payload) not in _CHECKED_AT_THE_CALL:
                 validate(event)
+            keys = self._keys if self._keys_ready else self._open_keys()
+            if keys is not None:  # sealed after the check: the fold cannot check sealed arguments' JSON
+                event = keys.seal(event)
             if len(key) + size_bound(event) <= self._limit:
                 self.transport.send(key, partial(encode_event, event))
                 return
@@ -189,6 +202,14 @@ class Emitter:
         _log.warning("%s of session %s is %d bytes encoded, over the limit of %d (PROVSTREAM_MAX_MESSAGE_BYTES); "
                      "recorded as a marker step saying so", _step_name(event), event.session_id, size, self._limit)
         return value
+
+
+    def _open_keys(self) -> KeyRing | None:
+        with self._lock:
+            if not self._keys_ready:
+                self._keys = open_ring(self.settings, "emitter", create_master=True)
+                self._keys_ready = True
+        return self._keys
 
 
 class _Session:

@@ -43,7 +43,9 @@ from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.connectors.sink import backoff
 from provstream.core.fold import FoldState, fold
 from provstream.core.triples import StepTriples
+from provstream.crypto import KeyRing
 from provstream.errors import ConfigError, DecodeError, InvalidEvent, ProvstreamError, StoreUnavailable
+from provstream.keys import close_ring, open_ring
 from provstream.security import check_kafka, kafka_python_options
 from provstream.settings import Settings
 
@@ -130,8 +132,9 @@ def parse_time(text: str) -> datetime:
 class OfflineFold:
     """Per-session fold state held in memory for one replay."""
 
-    def __init__(self) -> None:
+    def __init__(self, ring: KeyRing | None = None) -> None:
         self.states: dict[str, FoldState] = {}
+        self.ring = ring  # PROVSTREAM_ENCRYPT=1: sealed fields opened, or [erased] once their key is gone
 
     def add(self, data: bytes | None) -> StepTriples | None:
         """The step's triples, or ``None`` for an undecodable or invalid event."""
@@ -143,7 +146,7 @@ class OfflineFold:
         except (DecodeError, InvalidEvent):
             return None
         self.states[event.session_id] = state
-        return msg
+        return msg if self.ring is None else self.ring.open_triples(msg)
 
 
 # -- Kafka positioning ---------------------------------------------------------------
@@ -185,22 +188,24 @@ def replay(settings: Settings, start: StartAt, *, reset: Reset | None = None,
         consumer = _open_consumer(settings)
     except KafkaError as exc:
         raise ProvstreamError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
+    ring = open_ring(settings, "reader")
     try:
         with Neo4jStore(settings) as store:
             store.setup()
             if reset is not None:
                 stats.deleted = store.reset_graph(user=reset.user, collection=reset.collection)
-            _read_all(consumer, store, settings, start, stats, progress)
+            _read_all(consumer, store, settings, start, stats, progress, ring)
     except KafkaError as exc:
         raise ProvstreamError(f"replay failed reading {settings.events_topic}: {exc}") from exc
     finally:
         consumer.close(autocommit=False)
+        close_ring(ring)
     stats.seconds = time.monotonic() - began
     return stats
 
 
 def _read_all(consumer: KafkaConsumer, store: Neo4jStore, settings: Settings, start: StartAt,
-              stats: ReplayStats, progress: Progress | None) -> None:
+              stats: ReplayStats, progress: Progress | None, ring: KeyRing | None = None) -> None:
     """Read, fold and write; a writer thread writes batch *n* while batch *n + 1* is read and folded."""
     positions = start_positions(consumer, settings.events_topic, start)
     ends = consumer.end_offsets(list(positions))
@@ -209,7 +214,7 @@ def _read_all(consumer: KafkaConsumer, store: Neo4jStore, settings: Settings, st
     consumer.assign(list(todo))
     for tp in todo:
         consumer.seek(tp, positions[tp])
-    folder, batch = OfflineFold(), []
+    folder, batch = OfflineFold(ring), []
     inflight: Future[None] | None = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-replay-writer") as writer:
         while todo:

@@ -43,10 +43,12 @@ from provstream.codec import records as wire
 from provstream.connectors.neo4j.rows import lineage_rows, triple_count
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import StepTriples
+from provstream.crypto import KeyRing
 from provstream.errors import ConfigError, DecodeError, DeliveryFailed, ProvstreamError, StoreError, StoreUnavailable
+from provstream.keys import close_ring, open_ring
 from provstream.security import kafka_python_options
 from provstream.settings import Settings
-from provstream.topics import dead_letter_headers, source_of
+from provstream.topics import dead_letter_headers, retraction_of, source_of
 
 log = logging.getLogger("provstream.sink")
 
@@ -89,6 +91,19 @@ def decode_records(records: Sequence[Record]) -> tuple[list[tuple[Record, StepTr
         except DecodeError as exc:
             bad.append((record, f"undecodable triples message: {exc}"))
     return good, bad
+
+
+def split_retractions(records: Sequence[Record]) -> tuple[list[tuple[str, str, str]], list[Record]]:
+    """The sessions retraction records erase (``provstream erase``), and the other records."""
+    retracted: list[tuple[str, str, str]] = []
+    rest: list[Record] = []
+    for record in records:
+        scope = retraction_of(record.headers)
+        if scope is None:
+            rest.append(record)
+        else:
+            retracted.append(scope)
+    return retracted, rest
 
 
 def isolate_rejects(write: Callable[[list[T]], object], items: list[T]) -> list[tuple[T, StoreError]]:
@@ -163,6 +178,7 @@ class Sink:
                  stop: threading.Event) -> None:
         self.settings, self.store, self.consumer, self.producer = settings, store, consumer, producer
         self.stop = stop
+        self.ring: KeyRing | None = None  # PROVSTREAM_ENCRYPT=1: opens sealed literals (set by run_sink)
         self.pending: list[Record] = []
         self.stats = SinkStats()
         self._to_commit: dict[TopicPartition, int] = {}
@@ -181,10 +197,13 @@ class Sink:
                 self._fill()
                 if self.pending:
                     records, self.pending = self.pending, []
-                    good, bad = decode_records(records)
+                    retracted, rest = split_retractions(records)
+                    good, bad = decode_records(rest)
+                    if self.ring is not None:  # sealed literals opened (or [erased]) before Neo4j sees them
+                        good = [(record, self.ring.open_triples(msg)) for record, msg in good]
                     if inflight is not None:
                         self._settle(*inflight)
-                    inflight = (records, self._writer.submit(self._retrying, good, bad))
+                    inflight = (records, self._writer.submit(self._retrying, good, bad, retracted))
                 elif inflight is not None and inflight[1].done():
                     self._settle(*inflight)
                     inflight = None
@@ -238,11 +257,13 @@ class Sink:
 
     # -- writer thread ---------------------------------------------------------------
 
-    def _retrying(self, good: list[tuple[Record, StepTriples]], bad: list[Failure]) -> None:
+    def _retrying(self, good: list[tuple[Record, StepTriples]], bad: list[Failure],
+                  retracted: Sequence[tuple[str, str, str]] = ()) -> None:
         attempt = 0
         while True:
             try:
-                return self._write_and_dead_letter(good, bad)
+                self._write_and_dead_letter(good, bad)
+                return self._retract(retracted)
             except (StoreUnavailable, DeliveryFailed) as exc:
                 delay = backoff(attempt)
                 log.warning("%s; retrying in %.1f s (offsets not committed)", exc, delay)
@@ -265,6 +286,14 @@ class Sink:
         self.stats.triples += triple_count(messages)
         log.info("wrote %d messages (%d triples) in %.2f s", len(messages), triple_count(messages),
                  time.monotonic() - began)
+
+    def _retract(self, retracted: Sequence[tuple[str, str, str]]) -> None:
+        """Erased sessions (retraction records, after their triples): delete their nodes, forget their keys."""
+        for user, collection, session in retracted:
+            if self.ring is not None:
+                self.ring.forget(user, collection, session)
+            deleted, _ = self.store.erase(user=user, collection=collection, session=session)
+            log.info("retracted session %s: %d nodes deleted", session, deleted)
 
     def _dead_letter(self, failures: list[Failure]) -> None:
         futures = [
@@ -355,8 +384,14 @@ def run_sink(settings: Settings, stop: threading.Event, on_ready: Callable[[], N
         try:
             producer = connect("Kafka", lambda: open_producer(settings), stop)
             try:
+                ring = open_ring(settings, "sink")
                 on_ready()
-                return Sink(settings, store, consumer, producer, stop).run()
+                sink = Sink(settings, store, consumer, producer, stop)
+                sink.ring = ring
+                try:
+                    return sink.run()
+                finally:
+                    close_ring(ring)
             finally:
                 producer.close(timeout=10)
         finally:

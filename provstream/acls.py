@@ -60,6 +60,9 @@ def grants(settings: Settings) -> list[Grant]:
     out += [Grant("reader", "TOPIC", topic, "READ")  # replay, follow, as-of; provstream dlq
             for topic in (s.events_topic, s.triples_topic, s.events_dlq_topic, s.triples_dlq_topic,
                           s.otlp_spans_dlq_topic)]
+    if s.encrypt:  # the keys topic: the emitters write data keys, the readers read them; only admin erases
+        out += [Grant(role, "TOPIC", s.keys_topic, op) for role, op in (
+            ("emitter", "WRITE"), ("emitter", "DESCRIBE"), ("sink", "READ"), ("reader", "READ"))]
     return out
 
 

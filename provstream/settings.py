@@ -23,6 +23,11 @@ Security (docs/security.md): ``PROVSTREAM_KAFKA_SECURITY_PROTOCOL``
 (``SASL_SSL``, its CA, ``bolt+s://``, each role's password from
 ``<stack dir>/secrets/kafka/``); :mod:`provstream.security` turns them into
 each client library's options.
+
+Erase (docs/security.md): ``PROVSTREAM_ENCRYPT=1`` seals the personal text
+fields under per-session data keys kept in ``PROVSTREAM_KEYS_TOPIC``, wrapped
+by the master key in ``PROVSTREAM_MASTER_KEY_FILE`` (default
+``<stack dir>/secrets/master-key``).
 """
 
 from __future__ import annotations
@@ -92,6 +97,11 @@ class Settings:
     kafka_password_file: str = ""  # the password read from this file (first line) when none is given
     kafka_ca_file: str = ""  # PEM CA bundle that signed the brokers' certificates; empty: the system's
     neo4j_ca_file: str = ""  # PEM CA for bolt+s:// / neo4j+s://; empty: the system's
+    encrypt: int = 0  # 1: personal text fields travel on Kafka only sealed (AES-GCM), erasable (docs/security.md)
+    keys_topic: str = "provstream.keys"  # the compacted topic of the wrapped data keys (with encrypt=1)
+    master_key_file: str = ""  # the master key wrapping the data keys; empty: <stack dir>/secrets/master-key
+    keys_compaction_ms: int = 3_600_000  # the keys topic's segment.ms and max.compaction.lag.ms: an erased key
+    # is gone from its log files within about twice this
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -189,6 +199,11 @@ class Settings:
                 f"so that {self.stack_dir / 'secrets' / 'neo4j-password'} exists"
             )
         return (self.neo4j_user, self.neo4j_password)
+
+    @property
+    def master_key_path(self) -> Path:
+        """The file holding the master key (``PROVSTREAM_MASTER_KEY_FILE``, else the stack's secret)."""
+        return Path(self.master_key_file) if self.master_key_file else self.stack_dir / "secrets" / "master-key"
 
 
 def _convert(name: str, type_name: Any, raw: str) -> Any:

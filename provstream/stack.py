@@ -216,6 +216,11 @@ def up(settings: Settings, *, apps: bool = True, say=print) -> None:  # type: ig
         created = ensure_topics(settings)
         if created:
             say(f"topics created: {', '.join(created)}")
+        if settings.encrypt:
+            from provstream.keys import load_master_key
+
+            load_master_key(settings, create=True)
+            say(f"master key: {settings.master_key_path} (PROVSTREAM_ENCRYPT=1, docs/security.md)")
         if settings.secure:
             from provstream.acls import ensure_acls
 

@@ -2,12 +2,15 @@
 
 The events topic is the source of truth: unbounded retention
 (``retention.ms=-1``, ``retention.bytes=-1``). The triples topic can be rebuilt
-from it but is kept unbounded too so that any consumer can replay it. Events
+from it but is kept unbounded too so that any consumer can replay it. With
+``PROVSTREAM_ENCRYPT=1`` the compacted keys topic (:mod:`provstream.keys`) is
+created too. Events
 and triples share the partition count so sessions stay co-partitioned.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Final
 
@@ -20,6 +23,7 @@ from kafka.errors import (
 )
 
 from provstream.errors import ProvstreamError
+from provstream.keys import keys_topic_spec
 from provstream.security import check_kafka, kafka_python_options
 from provstream.settings import Settings
 
@@ -71,6 +75,37 @@ def source_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[int, int] | 
         return int(found[SOURCE_HEADERS[1]]), int(found[SOURCE_HEADERS[2]])
     except (KeyError, ValueError):
         return None
+
+
+RETRACTION_HEADER: Final = "provstream.retraction"
+
+
+def retraction_record(user: str, collection: str, session: str) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """The (key, value, headers) of a retraction on the triples topic: ``provstream erase`` erased a session.
+
+    Keyed by the session id, so it follows the session's triples on their
+    partition; the value and the ``provstream.retraction`` header are the same
+    JSON object (``user``, ``collection``, ``session``). Consumers drop the
+    session's triples and keys (the sink deletes its nodes, follow says so).
+
+    >>> retraction_record("alice", "c", "s1")[0]
+    b's1'
+    """
+    body = json.dumps({"user": user, "collection": collection, "session": session}, sort_keys=True).encode()
+    return session.encode(), body, [(RETRACTION_HEADER, body)]
+
+
+def retraction_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[str, str, str] | None:
+    """The (user, collection, session) a triples record retracts, ``None`` for a triples message.
+
+    >>> retraction_of(retraction_record("alice", "c", "s1")[2])
+    ('alice', 'c', 's1')
+    """
+    body = dict(headers or ()).get(RETRACTION_HEADER)
+    if body is None:
+        return None
+    data = json.loads(body)
+    return str(data["user"]), str(data["collection"]), str(data["session"])
 
 
 class PartitionMemo(dict[bytes, int]):
@@ -132,6 +167,7 @@ def topic_specs(settings: Settings) -> list[NewTopic]:
         NewTopic(settings.triples_dlq_topic, 1, rf, topic_configs=kept),
         NewTopic(settings.otlp_spans_topic, n, rf, topic_configs={**kept, **max_bytes}),
         NewTopic(settings.otlp_spans_dlq_topic, 1, rf, topic_configs=kept),
+        *([keys_topic_spec(settings)] if settings.encrypt else []),
     ]
 
 

@@ -138,6 +138,23 @@ DETACH DELETE n
 RETURN count(*) AS deleted
 """
 
+# provstream erase: the sessions of a user [collection] [session], then their nodes, in batches.
+ERASE_SESSIONS: Final[LiteralString] = """
+MATCH (n:Resource)
+WHERE n.graph = $graph AND n.user = $user AND ($collection IS NULL OR n.collection = $collection)
+  AND ($session IS NULL OR n.session = $session) AND n.session IS NOT NULL
+RETURN DISTINCT n.user AS user, n.collection AS collection, n.session AS session
+"""
+
+ERASE_BATCH: Final[LiteralString] = """
+MATCH (n:Resource)
+WHERE n.graph = $graph AND n.user = $user AND ($collection IS NULL OR n.collection = $collection)
+  AND ($session IS NULL OR n.session = $session)
+WITH n LIMIT $limit
+DETACH DELETE n
+RETURN count(*) AS deleted
+"""
+
 # Nodes only ever referenced as objects lose their last relationship with their scope.
 DELETE_ORPHANS_BATCH: Final[LiteralString] = """
 MATCH (n:Resource)

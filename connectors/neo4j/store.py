@@ -114,6 +114,25 @@ class Neo4jStore(DriverOwner):
         deleted = self._delete_batches(q.DELETE_SCOPE_BATCH, user=user, collection=collection)
         return deleted + self._delete_batches(q.DELETE_ORPHANS_BATCH)
 
+    def erase(self, *, user: str, collection: str | None = None, session: str | None = None
+              ) -> tuple[int, list[tuple[str, str, str]]]:
+        """Delete the nodes of a user's sessions (``provstream erase``); return (nodes deleted, sessions).
+
+        :param user: whose sessions.
+        :param collection: only this collection's (``None``: every collection).
+        :param session: only this session (``None``: every session).
+        :returns: how many nodes were deleted (with the orphans left behind) and the
+            (user, collection, session) of each session found.
+
+        Example: ``store.erase(user="alice", collection="default")``.
+        """
+        params = {"user": user, "collection": collection, "session": session}
+        with translated("finding the sessions to erase"), self._session() as s:
+            found = s.execute_read(lambda tx: [(r["user"], r["collection"], r["session"]) for r in tx.run(
+                q.ERASE_SESSIONS, graph=v.GRAPH, **params)])
+        deleted = self._delete_batches(q.ERASE_BATCH, **params)
+        return deleted + self._delete_batches(q.DELETE_ORPHANS_BATCH), sorted(found)
+
     def _delete_batches(self, statement: LiteralString, **params: Any) -> int:
         total = 0
         with translated("deleting the retrieval graph", self._settings), self._session() as session:

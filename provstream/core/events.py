@@ -13,6 +13,9 @@ from typing import Union
 
 from provstream.core.vocab import Mechanism
 
+SEALED_PREFIX = "ps-enc:1:"
+"""How a personal text field sealed by :mod:`provstream.crypto` begins (opaque to the fold)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SubTrace:

@@ -40,7 +40,9 @@ from provstream.connectors.replay import parse_offset
 from provstream.core import vocab as v
 from provstream.core.fold import FoldState, fold
 from provstream.core.triples import StepTriples, Triple
+from provstream.crypto import KeyRing
 from provstream.errors import ConfigError, DecodeError, InvalidEvent, ProvstreamError, TraceNotFound
+from provstream.keys import close_ring, open_ring
 from provstream.read.loader import StatusSource, TripleSource
 from provstream.read.model import Completeness
 from provstream.security import kafka_python_options
@@ -94,6 +96,7 @@ class AsOfSource:
         self._records: dict[tuple[int, int], list[tuple[bytes | None, bytes | None]]] = {}
         self._folded: dict[str, list[StepTriples]] = {}
         self._time_ms: int | None = None
+        self._ring: KeyRing | None = None  # PROVSTREAM_ENCRYPT=1: sealed fields opened, or [erased]
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -106,6 +109,7 @@ class AsOfSource:
         except KafkaError as exc:
             self.close()
             raise ProvstreamError(f"cannot reach Kafka at {self._settings.kafka_bootstrap}: {exc}") from exc
+        self._ring = open_ring(self._settings, "reader")
         if not self._partitions:
             self.close()
             raise ProvstreamError(f"topic {topic} does not exist (run `provstream stack up` or create it)")
@@ -116,6 +120,8 @@ class AsOfSource:
         return self
 
     def close(self) -> None:
+        close_ring(self._ring)
+        self._ring = None
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -186,7 +192,7 @@ class AsOfSource:
                 state, msg = fold(state, event)
             except (DecodeError, InvalidEvent):
                 continue
-            out.append(msg)
+            out.append(msg if self._ring is None else self._ring.open_triples(msg))
         return out
 
     def _read(self, partition: int) -> list[tuple[bytes | None, bytes | None]]:

@@ -19,8 +19,10 @@ from kafka.errors import KafkaError
 from provstream.codec.records import decode_triples
 from provstream.core.triples import StepTriples
 from provstream.errors import DecodeError, ProvstreamError
+from provstream.keys import close_ring, open_ring
 from provstream.security import check_kafka, kafka_python_options
 from provstream.settings import Settings
+from provstream.topics import retraction_of
 
 
 class TriplesTail:
@@ -31,6 +33,8 @@ class TriplesTail:
         self._from_beginning = from_beginning
         self._poll_ms = poll_ms
         self._consumer: KafkaConsumer | None = None
+        self.ring = open_ring(settings, "reader")  # PROVSTREAM_ENCRYPT=1: sealed literals opened
+        self.retracted: list[tuple[str, str, str]] = []  # (user, collection, session) erased while following
         self.skipped = 0
 
     def open(self) -> TriplesTail:
@@ -63,6 +67,7 @@ class TriplesTail:
             consumer.seek(tp, offsets[tp])
 
     def close(self) -> None:
+        close_ring(self.ring)
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -85,8 +90,15 @@ class TriplesTail:
         out: list[StepTriples] = []
         for records in batches.values():
             for record in records:
+                retraction = retraction_of(record.headers)
+                if retraction is not None:  # provstream erase: forget the session's keys
+                    self.retracted.append(retraction)
+                    if self.ring is not None:
+                        self.ring.forget(*retraction)
+                    continue
                 try:
-                    out.append(decode_triples(record.value))
+                    msg = decode_triples(record.value)
+                    out.append(msg if self.ring is None else self.ring.open_triples(msg))
                 except DecodeError:
                     self.skipped += 1
         return out

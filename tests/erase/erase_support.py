@@ -1,0 +1,27 @@
+"""Helpers of the erase acceptance case: the private stack's directory, ports, environment and commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+STACK_DIR = REPO / ".stack" / "private-erase"
+PORTS = {"PROVSTREAM_KAFKA_PORT": "51092", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "51093",
+         "PROVSTREAM_NEO4J_BOLT_PORT": "51687", "PROVSTREAM_NEO4J_HTTP_PORT": "51474"}
+
+
+def private_env(**extra: str) -> dict[str, str]:
+    """The environment of the private stack: its directory and ports, nothing else of ours."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROVSTREAM_")}
+    env.update(PORTS, PROVSTREAM_STACK_DIR=str(STACK_DIR), PROVSTREAM_ENCRYPT="1",
+               PROVSTREAM_KEYS_COMPACTION_MS="1000")
+    env.update(extra)
+    return env
+
+
+def provstream(*args: str, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "provstream"), *args], env=private_env(**extra),
+                          capture_output=True, text=True, timeout=timeout, check=False)
