@@ -48,8 +48,9 @@ class Ports:
     http: int
 
 
-FAULT_PORTS = Ports(19092, 19093, 17687, 17474)
-BENCH_PORTS = Ports(19192, 19193, 17787, 17574)
+_OFF = int(os.environ.get("PROVSTREAM_PRIVATE_PORT_OFFSET", "0"))  # scripts/bench, scripts/faults: the same
+FAULT_PORTS = Ports(19092 + _OFF, 19093 + _OFF, 17687 + _OFF, 17474 + _OFF)
+BENCH_PORTS = Ports(19192 + _OFF, 19193 + _OFF, 17787 + _OFF, 17574 + _OFF)
 # a 3-broker cluster (brokers on kafka, kafka+2, kafka+4; controllers likewise); PROVSTREAM_CLUSTER_PORT_BASE moves it
 def cluster_ports(offset: int = 0) -> Ports:
     base = int(os.environ.get("PROVSTREAM_CLUSTER_PORT_BASE", "41000")) + offset
