@@ -62,6 +62,7 @@ def test_follow_uri_follows_an_agent_subtrace_live_under_its_parent_step(isolate
             producer.send(isolated.triples_topic, key=m.session_id.encode(), value=wire.encode_triples(m))
         producer.flush(timeout=30)
 
+    p_iri, c_iri = v.question_iri(AGENT, parent), v.question_iri(AGENT, child)  # each line starts with its trace
     try:
         assert "and its sub-traces" in _next(err)
         send(parent_msgs[:2])  # question, i1
@@ -70,16 +71,16 @@ def test_follow_uri_follows_an_agent_subtrace_live_under_its_parent_step(isolate
         time.sleep(1.5)
         assert out.empty(), "nothing printed before the parent step links the sub-trace"
         send(parent_msgs[2:3])  # i2 calls the sub-agent: its steps so far print under i2
-        assert _next(out).startswith(f"{parent}  Agent    i2")
-        assert _next(out).startswith(f"  {child}  Agent    question")  # indented under i2
-        assert _next(out).startswith(f"  {child}  Agent    i1")
+        assert _next(out).startswith(f"{p_iri}  Agent    i2")
+        assert _next(out).startswith(f"  {c_iri}  Agent    question")  # indented under i2
+        assert _next(out).startswith(f"  {c_iri}  Agent    i1")
         send(child_msgs[2:])  # the rest of the sub-agent arrives live, indented
         for _ in child_msgs[2:]:
             line = _next(out)
-            assert line.startswith(f"  {child}  Agent"), line
+            assert line.startswith(f"  {c_iri}  Agent"), line
         send(parent_msgs[3:])
         rest = [_next(out) for _ in parent_msgs[3:]]
-        assert all(line.startswith(f"{parent}  Agent") for line in rest) and "[complete]" in rest[-1]
+        assert all(line.startswith(f"{p_iri}  Agent") for line in rest) and "[complete]" in rest[-1]
         time.sleep(1.0)
         assert out.empty(), "nothing of the other session"
     finally:
