@@ -12,6 +12,7 @@ MODULES = [
     "provstream.core.fold",
     "provstream.core.vocab",
     "provstream.data",
+    "provstream.security",
     "provstream.testing",
     "provstream.topics",
     "provstream.streams.faust_fence",
