@@ -252,8 +252,8 @@ def _timed(stats: BulkStats, phase: str, step: Callable[[], Any]) -> Any:
 def _refuse_running_sink(settings: Settings) -> None:
     admin = KafkaAdminClient(**kafka_python_options(settings, "sink"), client_id="provstream-bulk")
     try:
-        for group in admin.describe_consumer_groups([settings.sink_group]):
-            members = len(getattr(group, "members", ()) or ())
+        for group in admin.describe_groups([settings.sink_group]).values():
+            members = len(group.get("members") or ())
             if members:
                 raise ConfigError(f"the sink group {settings.sink_group} has {members} running member(s): "
                                   "stop the sink(s) before a bulk rebuild (it hands their offsets over)")
