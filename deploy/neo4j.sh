@@ -617,9 +617,16 @@ do_import() {
     printf '"--max-off-heap-memory=%s"\n"--report-file=%s"\n' "$IMPORT_MEMORY" "$STACK/logs/neo4j-import.report"
   } >"$quoted"
   printf '\n==== %s deploy/neo4j.sh import ====\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$IMPORT_LOG"
+  # Class-data sharing as for the server (cds_file): the first import dumps its own archive at exit.
+  local cds=$LIB_DIR/cds-import-java$JAVA_MAJOR.jsa
+  local -a cds_flags=()
+  if [[ ${PROVSTREAM_NEO4J_CDS:-1} != 0 ]]; then
+    if [[ -s $cds ]]; then cds_flags=("-XX:SharedArchiveFile=$cds"); else cds_flags=("-XX:ArchiveClassesAtExit=$cds.new" "-Xlog:cds*=off"); fi
+  fi
   NEO4J_HOME=$N4J_HOME NEO4J_CONF=$CONF_DIR \
-    "$JAVA" "-Xms$HEAP" "-Xmx$HEAP" -XX:+UseG1GC -Dfile.encoding=UTF-8 -cp "$LIB_DIR/*" org.neo4j.cli.AdminTool \
-    "@$quoted" >>"$IMPORT_LOG" 2>&1 </dev/null 9>&- || rc=$?
+    "$JAVA" "-Xms$HEAP" "-Xmx$HEAP" -XX:+UseG1GC "${cds_flags[@]}" -Dfile.encoding=UTF-8 -cp "$LIB_DIR/*" \
+    org.neo4j.cli.AdminTool "@$quoted" >>"$IMPORT_LOG" 2>&1 </dev/null 9>&- || rc=$?
+  if ((rc == 0)) && [[ -s $cds.new ]]; then mv -f "$cds.new" "$cds"; else rm -f "$cds.new"; fi
   rm -f "$quoted"
   trap - EXIT
   if ((rc != 0)) || ! tail -n 40 "$IMPORT_LOG" | grep -q '^IMPORT DONE'; then

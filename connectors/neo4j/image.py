@@ -18,7 +18,9 @@ with the semantics of the constant statements in :mod:`.cypher`, in the order
   (nodes of the retrieval graph only);
 * ``ERASE_BATCH`` + ``DELETE_ORPHANS_BATCH`` for a retraction record.
 
-``tests/unit/test_graph_image.py`` holds the statements and the image side by side.
+``tests/unit/test_bulk_image.py`` checks these rules without servers; ``tests/bulk``
+(``make bulk-tests``) compares an imported graph with the streamed one, every
+node's labels and typed properties and every relationship.
 """
 
 from __future__ import annotations
