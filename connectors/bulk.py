@@ -11,9 +11,10 @@ database of the local stack from the triples topic:
    :func:`split_retractions`, :func:`decode_records`, :func:`build_rows` (via
    :func:`isolate_rejects`, so a message Neo4j would reject is isolated the
    same way) and :func:`lineage_rows`; retraction records erase their session;
-3. writes the image as CSV (:mod:`.neo4j.csvfiles`), stops Neo4j, runs
-   ``neo4j-admin database import full --overwrite-destination`` through
-   ``deploy/neo4j.sh import``, and starts Neo4j again (also when the import failed);
+3. writes the image as CSV (:mod:`.neo4j.csvfiles`) while Neo4j stops (the
+   database is empty, or replaced with ``--force``), runs ``neo4j-admin database
+   import full --overwrite-destination`` through ``deploy/neo4j.sh import``,
+   and starts Neo4j again (also when the import failed);
 4. runs the sink's :meth:`Neo4jStore.setup` (constraint and indexes) and sets the
    empty lists CSV cannot carry;
 5. dead-letters the records the sink would have dead-lettered, those past the
@@ -24,9 +25,11 @@ database of the local stack from the triples topic:
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,10 +87,7 @@ class BulkStats:
     relationships: int = 0
     ends: dict[int, int] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def seconds(self) -> float:
-        return sum(self.phases.values())
+    seconds: float = 0.0  # wall time of the whole command (the Neo4j stop overlaps the reading)
 
     @property
     def offline_seconds(self) -> float:
@@ -197,32 +197,39 @@ def bulk_rebuild(settings: Settings, options: BulkOptions = BulkOptions(),
     except KafkaError as exc:
         raise ProvstreamError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
     ring = open_ring(settings, "sink")
+    stopper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-bulk-stop")
     try:
         _refuse_non_empty(settings, options.force)
-        fold = ImageFold(ring)
-        committed = _read(consumer, settings, fold, stats, progress)
-        stats.phases["read"] = time.monotonic() - began
-        directory = options.directory or settings.stack_dir / "bulk" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        stopped = stopper.submit(_timed, stats, "stop", lambda: run_server("down", ()))
         try:
-            plan = _timed(stats, "csv", lambda: write_csv(fold.image, directory))
-            stats.nodes, stats.relationships = plan.nodes, plan.relationships
-            argfile = directory / "import.args"
-            argfile.write_text("".join(a + "\n" for a in plan.arguments(settings.neo4j_database)), encoding="utf-8")
-            _timed(stats, "stop", lambda: run_server("down", ()))
+            fold = ImageFold(ring)
+            committed = _timed(stats, "read", lambda: _read(consumer, settings, fold, stats, progress))
+            directory = options.directory or settings.stack_dir / "bulk" / datetime.now(UTC).strftime(
+                "%Y%m%dT%H%M%SZ")
             try:
+                plan = _timed(stats, "csv", lambda: write_csv(fold.image, directory))
+                stats.nodes, stats.relationships = plan.nodes, plan.relationships
+                argfile = directory / "import.args"
+                argfile.write_text("".join(a + "\n" for a in plan.arguments(settings.neo4j_database)),
+                                   encoding="utf-8")
+                stopped.result()
                 _timed(stats, "import", lambda: run_server("import", (str(argfile),)))
             finally:
-                _timed(stats, "start", lambda: run_server("up", ()))
+                if not options.keep_files:
+                    shutil.rmtree(directory, ignore_errors=True)
         finally:
-            if not options.keep_files:
-                shutil.rmtree(directory, ignore_errors=True)
+            with contextlib.suppress(Exception):
+                stopped.result()  # its own error, if any, was raised above
+            _timed(stats, "start", lambda: run_server("up", ()))
         _timed(stats, "setup", lambda: _finish_store(settings, plan))
         stats.dead_letters = len(fold.failures)
         stats.dead_lettered = _dead_letter(settings, fold.failures, committed)
         _timed(stats, "handover", lambda: _commit(consumer, settings, stats.ends))
     finally:
+        stopper.shutdown(wait=True)
         consumer.close(autocommit=False)
         close_ring(ring)
+        stats.seconds = time.monotonic() - began
     return stats
 
 
