@@ -614,7 +614,8 @@ do_import() {
       line=${line//\\/\\\\}
       printf '"%s"\n' "${line//\"/\\\"}"
     done <"$argfile"
-    printf '"--max-off-heap-memory=%s"\n"--report-file=%s"\n' "$IMPORT_MEMORY" "$STACK/logs/neo4j-import.report"
+    # --verbose: the root cause of a failure in the log (the hint below)
+    printf '"--max-off-heap-memory=%s"\n"--report-file=%s"\n"--verbose"\n' "$IMPORT_MEMORY" "$STACK/logs/neo4j-import.report"
   } >"$quoted"
   printf '\n==== %s deploy/neo4j.sh import ====\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$IMPORT_LOG"
   # Class-data sharing as for the server (cds_file): the first import dumps its own archive at exit.
@@ -631,9 +632,11 @@ do_import() {
   trap - EXIT
   if ((rc != 0)) || ! tail -n 40 "$IMPORT_LOG" | grep -q '^IMPORT DONE'; then
     local hint
-    hint=$(awk '/^==== .* deploy\/neo4j.sh import/ {buf=""; found=0}
+    # the root cause ("Caused by: ...") when the importer gives one, else its first error line
+    hint=$(awk '/^==== .* deploy\/neo4j.sh import/ {buf=""; cause=""; found=0}
+                /^Caused by: / {cause=$0}
                 !found && /Exception|ERROR|Error|Invalid|Missing|Duplicate/ {buf=$0; found=1}
-                END {print buf}' "$IMPORT_LOG" | sed -e 's/[[:space:]]\+/ /g' | cut -c 1-240)
+                END {print (cause != "" ? cause : buf)}' "$IMPORT_LOG" | sed -e 's/[[:space:]]\+/ /g' | cut -c 1-240)
     die "import failed${hint:+: $hint} (see $(rel "$IMPORT_LOG"))"
   fi
   printf 'neo4j: imported %s (%ss)\n' \
