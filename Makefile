@@ -4,7 +4,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests erase-tests
+.PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests erase-tests bulk-tests
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	bash scripts/bootstrap
@@ -55,3 +55,6 @@ secure-tests: $(STAMP)
 
 erase-tests: $(STAMP)
 	$(BIN)/pytest -q -m privatestack tests/erase
+
+bulk-tests: $(STAMP)
+	$(BIN)/pytest -q -m privatestack tests/bulk

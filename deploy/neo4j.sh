@@ -8,6 +8,10 @@
 #   deploy/neo4j.sh down      SIGTERM, wait up to 60 s, then SIGKILL
 #   deploy/neo4j.sh status    one line; exit 0 if running, 3 if stopped
 #   deploy/neo4j.sh password  print the password in use (nothing else)
+#   deploy/neo4j.sh import ARGFILE
+#                             offline import (neo4j-admin database import full) with
+#                             the arguments in ARGFILE, one a line; the server must be
+#                             stopped; output in $STACK/logs/neo4j-import.log
 #
 # Environment (defaults in brackets):
 #   PROVSTREAM_STACK_DIR          [<repo>/.stack]
@@ -15,6 +19,7 @@
 #   PROVSTREAM_NEO4J_HTTP_PORT    [7474]
 #   PROVSTREAM_NEO4J_HEAP         [1g]    (-Xms = -Xmx)
 #   PROVSTREAM_NEO4J_PAGECACHE    [256m]
+#   PROVSTREAM_NEO4J_IMPORT_MEMORY [512m] the importer's --max-off-heap-memory
 #   PROVSTREAM_JAVA_HOME          [/usr/lib/jvm/java-17-openjdk-amd64] (17 or 21)
 #   PROVSTREAM_NEO4J_PASSWORD     [generated once into $STACK/secrets/neo4j-password]
 #   PROVSTREAM_NEO4J_CDS          [1]     0 disables the class-data-sharing archive
@@ -54,6 +59,8 @@ BOLT_PORT=${PROVSTREAM_NEO4J_BOLT_PORT:-7687}
 HTTP_PORT=${PROVSTREAM_NEO4J_HTTP_PORT:-7474}
 HEAP=${PROVSTREAM_NEO4J_HEAP:-1g}
 PAGECACHE=${PROVSTREAM_NEO4J_PAGECACHE:-256m}
+IMPORT_MEMORY=${PROVSTREAM_NEO4J_IMPORT_MEMORY:-512m}
+IMPORT_LOG=$STACK/logs/neo4j-import.log
 JAVA_HOME_DIR=${PROVSTREAM_JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
 START_TIMEOUT=120
 STOP_TIMEOUT=60
@@ -586,11 +593,67 @@ do_password() {
   printf '%s\n' "$PW"
 }
 
+# The offline importer (AdminTool `database import full`, in neo4j-import-tool, already among the
+# jars). Arguments come from a file (one a line, as written by provstream's bulk rebuild), passed
+# to picocli as an @argument file; the server's own configuration is used (same store format).
+do_import() {
+  local argfile=$1 quoted line rc=0 t0=$SECONDS
+  validate_env
+  [[ $IMPORT_MEMORY =~ ^[0-9]+[kKmMgG]$ ]] || die "invalid PROVSTREAM_NEO4J_IMPORT_MEMORY '$IMPORT_MEMORY' (e.g. 512m)"
+  [[ -f $argfile ]] || die "import: no argument file $argfile"
+  take_lock
+  [[ -z $(running_pids) ]] || die "neo4j is running: the offline importer needs it stopped (deploy/neo4j.sh down)"
+  check_java
+  do_resolve
+  render_config
+  mkdir -p "$STACK/logs"
+  quoted=$STACK/run/import-args.$$
+  trap 'rm -f "$quoted"' EXIT
+  { printf 'database\nimport\nfull\n'
+    while IFS= read -r line || [[ -n $line ]]; do
+      line=${line//\\/\\\\}
+      printf '"%s"\n' "${line//\"/\\\"}"
+    done <"$argfile"
+    # --verbose: the root cause of a failure in the log (the hint below)
+    printf '"--max-off-heap-memory=%s"\n"--report-file=%s"\n"--verbose"\n' "$IMPORT_MEMORY" "$STACK/logs/neo4j-import.report"
+  } >"$quoted"
+  printf '\n==== %s deploy/neo4j.sh import ====\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$IMPORT_LOG"
+  # Class-data sharing as for the server (cds_file): the first import dumps its own archive at exit.
+  local cds=$LIB_DIR/cds-import-java$JAVA_MAJOR.jsa
+  local -a cds_flags=()
+  if [[ ${PROVSTREAM_NEO4J_CDS:-1} != 0 ]]; then
+    if [[ -s $cds ]]; then cds_flags=("-XX:SharedArchiveFile=$cds"); else cds_flags=("-XX:ArchiveClassesAtExit=$cds.new" "-Xlog:cds*=off"); fi
+  fi
+  NEO4J_HOME=$N4J_HOME NEO4J_CONF=$CONF_DIR \
+    "$JAVA" "-Xms$HEAP" "-Xmx$HEAP" -XX:+UseG1GC "${cds_flags[@]}" -Dfile.encoding=UTF-8 -cp "$LIB_DIR/*" \
+    org.neo4j.cli.AdminTool "@$quoted" >>"$IMPORT_LOG" 2>&1 </dev/null 9>&- || rc=$?
+  if ((rc == 0)) && [[ -s $cds.new ]]; then mv -f "$cds.new" "$cds"; else rm -f "$cds.new"; fi
+  rm -f "$quoted"
+  trap - EXIT
+  if ((rc != 0)) || ! tail -n 40 "$IMPORT_LOG" | grep -q '^IMPORT DONE'; then
+    local hint
+    # the root cause ("Caused by: ...") when the importer gives one, else its first error line
+    hint=$(awk '/^==== .* deploy\/neo4j.sh import/ {buf=""; cause=""; found=0}
+                /^Caused by: / {cause=$0}
+                !found && /Exception|ERROR|Error|Invalid|Missing|Duplicate/ {buf=$0; found=1}
+                END {print (cause != "" ? cause : buf)}' "$IMPORT_LOG" | sed -e 's/[[:space:]]\+/ /g' | cut -c 1-240)
+    die "import failed${hint:+: $hint} (see $(rel "$IMPORT_LOG"))"
+  fi
+  printf 'neo4j: imported %s (%ss)\n' \
+    "$(tail -n 40 "$IMPORT_LOG" | awk '/^Imported:/ {on=1; next} on && /nodes|relationships|properties/ {printf "%s%s", sep, $0; sep=","} /^Peak/ {on=0}' | sed 's/^ *//; s/, */, /g')" \
+    "$((SECONDS - t0))"
+}
+
 usage() {
-  echo "usage: deploy/neo4j.sh resolve|up|down|status|password" >&2
+  echo "usage: deploy/neo4j.sh resolve|up|down|status|password|import ARGFILE" >&2
   exit 2
 }
 
+if [[ ${1:-} == import ]]; then
+  [[ $# -eq 2 ]] || usage
+  do_import "$2"
+  exit 0
+fi
 [[ $# -eq 1 ]] || usage
 case $1 in
   resolve)

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,16 +85,17 @@ def _env(settings: Settings) -> dict[str, str]:
     return {**os.environ, "PROVSTREAM_STACK_DIR": str(settings.stack_dir)}
 
 
-def _script(settings: Settings, server: str, verb: str) -> subprocess.CompletedProcess[str]:
+def _script(settings: Settings, server: str, verb: str, *args: str,
+            extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(DEPLOY / f"{server}.sh"), verb], env=_env(settings),
+        ["bash", str(DEPLOY / f"{server}.sh"), verb, *args], env={**_env(settings), **(extra_env or {})},
         capture_output=True, text=True, check=False,
     )
 
 
-def server(settings: Settings, name: str, verb: str) -> str:
-    """Run ``deploy/<name>.sh <verb>``; its one-line error becomes a StackError."""
-    done = _script(settings, name, verb)
+def server(settings: Settings, name: str, verb: str, *args: str, extra_env: Mapping[str, str] | None = None) -> str:
+    """Run ``deploy/<name>.sh <verb> [args]`` (``extra_env`` over the environment); a one-line error: StackError."""
+    done = _script(settings, name, verb, *args, extra_env=extra_env)
     if done.returncode != 0 and not (verb == "status" and done.returncode == 3):
         last = (done.stderr.strip().splitlines() or [f"{name} {verb} failed"])[-1]
         raise StackError(last.removeprefix("provstream: "))

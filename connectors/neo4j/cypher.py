@@ -94,6 +94,17 @@ SET r.graph = row.graph
 """,
 }
 
+# -- bulk rebuild (connectors/bulk.py) ----------------------------------------
+
+COUNT_NODES: Final[LiteralString] = "MATCH (n) RETURN count(n) AS nodes"
+
+# CSV cannot carry an empty list (an empty field is no property): set after the import.
+SET_EMPTY_MISSING_STEPS: Final[LiteralString] = """
+UNWIND $iris AS iri
+MATCH (n:Resource {iri: iri})
+SET n.missingSteps = []
+"""
+
 # -- read ---------------------------------------------------------------------
 
 FIND_QUESTION: Final[LiteralString] = """

@@ -48,6 +48,23 @@ class Neo4jStore(DriverOwner):
                         raise
             session.run(q.AWAIT_INDEXES).consume()
 
+    def count_nodes(self) -> int:
+        """How many nodes the database holds (any label, any graph)."""
+        with translated("counting the nodes", self._settings), self._session() as session:
+            record = session.execute_read(_single, q.COUNT_NODES)
+            return int(record["nodes"]) if record else 0
+
+    def set_empty_lists(self, statement: LiteralString, iris: Sequence[str]) -> None:
+        """Run a constant ``UNWIND $iris ... SET n.<list> = []`` statement (after a bulk import).
+
+        :param statement: e.g. :data:`.cypher.SET_EMPTY_MISSING_STEPS`.
+        :param iris: the nodes, in batches of :data:`DELETE_BATCH`.
+        """
+        with translated(f"setting empty lists on {len(iris)} nodes", self._settings), self._session() as session:
+            for i in range(0, len(iris), DELETE_BATCH):
+                chunk = list(iris[i:i + DELETE_BATCH])
+                session.execute_write(lambda tx, c=chunk: tx.run(statement, iris=c).consume())
+
     # -- write ------------------------------------------------------------------
 
     def write(self, batch: Sequence[StepTriples]) -> int:

@@ -1,0 +1,153 @@
+"""The bulk rebuild's pure parts: GraphImage (the sink's statements applied in memory) and its CSV files.
+
+The imported graph is compared with the streamed one on a real Neo4j in
+tests/bulk (``make bulk-tests``); these check the rules without servers.
+"""
+
+from __future__ import annotations
+
+import csv
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from provstream.codec import records as wire
+from provstream.connectors.bulk import ImageFold, server_env
+from provstream.connectors.neo4j.csvfiles import ImportPlan, choose_delimiter, csv_type, write_csv
+from provstream.connectors.neo4j.image import GraphImage, Moment
+from provstream.connectors.neo4j.rows import build_rows
+from provstream.core.triples import StepTriples
+from provstream.errors import ProvstreamError
+from provstream.settings import Settings
+from provstream.testing import fold_all, load_trajectories, scenario, trajectory_events
+from provstream.topics import retraction_record
+
+START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def _messages() -> list[StepTriples]:
+    records = load_trajectories()
+    events = [e for i in range(3) for e in trajectory_events(records[i], f"s-{i}", START)]
+    return fold_all([*events, *scenario(records, "scn", start=START)])
+
+
+def _record(offset: int, value: bytes, key: bytes = b"k", headers: list[Any] | None = None) -> Any:
+    return SimpleNamespace(topic="t", partition=0, offset=offset, key=key, value=value, headers=headers or [])
+
+
+def _records(messages: list[StepTriples]) -> list[Any]:
+    return [_record(i, wire.encode_triples(m), m.session_id.encode()) for i, m in enumerate(messages)]
+
+
+def test_the_image_of_one_batch_or_many_is_the_same_for_clean_data() -> None:
+    messages = _messages()
+    one, many = ImageFold(), ImageFold()
+    one.add(_records(messages))
+    for record in _records(messages):
+        many.add([record])
+    dump = [(n.iri, sorted(n.labels), sorted(n.props.items(), key=str)) for n in one.image.nodes()]
+    assert sorted(dump) == sorted((n.iri, sorted(n.labels), sorted(n.props.items(), key=str))
+                                  for n in many.image.nodes())
+    assert one.triples == sum(len(m.triples) for m in messages) and one.failures == []
+    subjects = {t.s.value for m in messages for t in m.triples}
+    assert subjects <= {n.iri for n in one.image.nodes()}
+
+
+def test_status_never_regresses_and_lineage_keeps_the_first_offsets() -> None:
+    messages = [m for m in _messages() if m.session_id == "s-0"]
+    fold = ImageFold()
+    fold.add(_records(messages))
+    fold.add([_record(99, wire.encode_triples(messages[0]))])  # an older message redelivered
+    question = next(n for n in fold.image.nodes() if n.iri == messages[0].question)
+    assert question.props["steps"] == max(m.status.steps for m in messages)
+    assert question.props["triplesOffset"] == 0 and question.props["triplesPartition"] == 0
+    assert isinstance(question.props["startedAtTime"], Moment)
+    assert "Question" in question.labels and "Resource" in question.labels
+
+
+def test_types_and_chunks_are_appended_without_duplicates() -> None:
+    messages = _messages()
+    image = GraphImage()
+    image.apply(build_rows(messages))
+    image.apply(build_rows(messages))
+    for node in image.nodes():
+        for name in ("types", "selectedChunk", "extraLiterals"):
+            values = node.props.get(name)
+            assert values is None or (values and len(values) == len(set(values)))
+
+
+def test_a_retraction_erases_the_session_and_its_orphans() -> None:
+    messages = _messages()
+    fold = ImageFold()
+    fold.add(_records(messages))
+    before = len(fold.image)
+    erased = [m for m in messages if m.session_id == "scn-rag"]
+    key, value, headers = retraction_record(erased[0].user, erased[0].collection, "scn-rag")
+    fold.add([_record(1000, value, key, headers)])
+    assert fold.retractions == 1 and len(fold.image) < before
+    assert not any(n.props.get("session") == "scn-rag" for n in fold.image.nodes())
+    ends = {r.start for r in fold.image.relationships()} | {r.end for r in fold.image.relationships()}
+    assert all(n.props.get("user") is not None or n.iri in ends for n in fold.image.nodes())
+
+
+def test_undecodable_records_are_failures_like_the_sinks_dead_letters() -> None:
+    fold = ImageFold()
+    fold.add([_record(0, b"garbage"), *_records(_messages()[:2])])
+    assert len(fold.failures) == 1 and fold.failures[0][1].startswith("undecodable triples message")
+    assert fold.messages == 2
+
+
+def _read(path: Path, delimiter: str) -> tuple[list[str], list[list[str]]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]
+
+
+def test_csv_files_carry_every_node_property_and_relationship(tmp_path: Path) -> None:
+    fold = ImageFold()
+    fold.add(_records(_messages()))
+    plan = write_csv(fold.image, tmp_path)
+    assert plan.nodes == len(fold.image) and plan.relationships == fold.image.relationship_count
+    seen: dict[str, dict[str, str]] = {}
+    for path in plan.node_files:
+        header, rows = _read(path, plan.array_delimiter)
+        assert header[:2] == ["iri:ID", ":LABEL"]
+        for row in rows:
+            seen[row[0]] = dict(zip(header, row, strict=True))
+    for node in fold.image.nodes():
+        cells = seen[node.iri]
+        assert set(cells[":LABEL"].split(plan.array_delimiter)) == node.labels
+        for name, value in node.props.items():
+            if name == "iri" or value == []:
+                continue
+            column = f"{name}:{csv_type(name, value)}"
+            expected = plan.array_delimiter.join(map(str, value)) if isinstance(value, list) else \
+                value.text if isinstance(value, Moment) else str(value)
+            assert cells[column] == expected
+    rel_rows = [r for p in plan.relationship_files for r in _read(p, plan.array_delimiter)[1]]
+    assert len(rel_rows) == plan.relationships
+    open_question = [n for n in fold.image.nodes() if n.props.get("missingSteps") == []]
+    assert sorted(plan.empty_lists.get("missingSteps", ())) == sorted(n.iri for n in open_question)
+
+
+def test_import_arguments_put_the_database_first(tmp_path: Path) -> None:
+    plan = ImportPlan((tmp_path / "n.csv",), (tmp_path / "r.csv",), "\x1f", True, 4 << 20, 1, 0, {})
+    args = plan.arguments("neo4j")
+    assert args[0] == "neo4j" and "--overwrite-destination=true" in args
+    assert "--array-delimiter=U+001F" in args and "--multiline-fields=true" in args
+    assert args[-2:] == (f"--nodes={tmp_path / 'n.csv'}", f"--relationships={tmp_path / 'r.csv'}")
+
+
+def test_the_array_delimiter_avoids_the_values() -> None:
+    assert choose_delimiter(["plain", "a;b"]) == "\x1f"
+    assert choose_delimiter(["\x1f\x1e"]) == "\x1d"
+    with pytest.raises(ProvstreamError, match="unsupported value"):
+        csv_type("x", [1, "a"])
+
+
+def test_the_server_restarts_on_the_ports_the_settings_use() -> None:
+    settings = Settings(neo4j_uri="bolt://127.0.0.1:27687", neo4j_http="http://127.0.0.1:27474")
+    assert server_env(settings) == {"PROVSTREAM_NEO4J_BOLT_PORT": "27687", "PROVSTREAM_NEO4J_HTTP_PORT": "27474"}
