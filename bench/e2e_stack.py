@@ -53,7 +53,7 @@ FAULT_PORTS = Ports(19092 + _OFF, 19093 + _OFF, 17687 + _OFF, 17474 + _OFF)
 BENCH_PORTS = Ports(19192 + _OFF, 19193 + _OFF, 17787 + _OFF, 17574 + _OFF)
 # a 3-broker cluster (brokers on kafka, kafka+2, kafka+4; controllers likewise); PROVSTREAM_CLUSTER_PORT_BASE moves it
 def cluster_ports(offset: int = 0) -> Ports:
-    base = int(os.environ.get("PROVSTREAM_CLUSTER_PORT_BASE", "41000")) + offset
+    base = int(os.environ.get("PROVSTREAM_CLUSTER_PORT_BASE", "22000")) + offset
     return Ports(base + 92, base + 93, base + 687, base + 474)
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_DIR = REPO / ".stack" / "private-erase"
-PORTS = {"PROVSTREAM_KAFKA_PORT": "51092", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "51093",
-         "PROVSTREAM_NEO4J_BOLT_PORT": "51687", "PROVSTREAM_NEO4J_HTTP_PORT": "51474"}
+PORTS = {"PROVSTREAM_KAFKA_PORT": "25092", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "25093",
+         "PROVSTREAM_NEO4J_BOLT_PORT": "25687", "PROVSTREAM_NEO4J_HTTP_PORT": "25474"}
 
 
 def private_env(**extra: str) -> dict[str, str]:

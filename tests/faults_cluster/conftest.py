@@ -1,7 +1,7 @@
 """Fault cases on a private 3-broker Kafka cluster + Neo4j (``make faults``, after tests/faults).
 
-The cluster lives in ``<repo>/.stack/private-cluster`` (brokers 127.0.0.1:41092,
-41094, 41096, controllers +1, Neo4j bolt 41687 / http 41474;
+The cluster lives in ``<repo>/.stack/private-cluster`` (brokers 127.0.0.1:22092,
+22094, 22096, controllers +1, Neo4j bolt 22687 / http 22474;
 ``PROVSTREAM_CLUSTER_PORT_BASE`` moves them all), started once per run and
 stopped at the end. Topics are replicated 3 times with ``min.insync.replicas=2``
 (derived from the broker count). The shared servers are never touched.

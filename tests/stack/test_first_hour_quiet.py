@@ -1,4 +1,4 @@
-"""Issue 17 item 10 on a private stack of this module's own (ports 39192/39193/37787/37574): a long
+"""Issue 17 item 10 on a private stack of this module's own (ports 24192/24193/24787/24574): a long
 ``stack up`` shows its progress on a terminal, and the worker does not flood its log while Kafka is down."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.privatestack
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 STACK_DIR = REPO / ".stack" / "private-firsthour-quiet"
-PORTS = {"PROVSTREAM_KAFKA_PORT": "39192", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "39193",
-         "PROVSTREAM_NEO4J_BOLT_PORT": "37787", "PROVSTREAM_NEO4J_HTTP_PORT": "37574"}
+PORTS = {"PROVSTREAM_KAFKA_PORT": "24192", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "24193",
+         "PROVSTREAM_NEO4J_BOLT_PORT": "24787", "PROVSTREAM_NEO4J_HTTP_PORT": "24574"}
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -34,7 +34,7 @@ def secure_settings(tmp_path: Path, **env: str) -> Settings:
         (tmp_path / "secrets" / "kafka" / role).write_text(f"{role}-secret\n")
     return Settings.from_env({"PROVSTREAM_SECURE": "1", "PROVSTREAM_STACK_DIR": str(tmp_path),
                               "PROVSTREAM_KAFKA_CA_FILE": str(CA), "PROVSTREAM_NEO4J_CA_FILE": str(CA),
-                              "PROVSTREAM_NEO4J_BOLT_PORT": "37787", **env})
+                              "PROVSTREAM_NEO4J_BOLT_PORT": "21787", **env})
 
 
 def test_plaintext_is_the_default() -> None:
@@ -50,9 +50,9 @@ def test_secure_takes_each_role_from_the_stack(tmp_path: Path) -> None:
     assert opts["security_protocol"] == "SASL_SSL" and opts["sasl_mechanism"] == "SCRAM-SHA-512"
     assert (opts["sasl_plain_username"], opts["sasl_plain_password"]) == ("sink", "sink-secret")
     assert kafka_credentials(s, "emitter") == ("emitter", "emitter-secret")
-    assert s.neo4j_uri == "bolt+s://127.0.0.1:37787"
+    assert s.neo4j_uri == "bolt+s://127.0.0.1:21787"
     uri, tls = neo4j_driver_target(s)
-    assert uri == "bolt://127.0.0.1:37787" and "ssl_context" in tls
+    assert uri == "bolt://127.0.0.1:21787" and "ssl_context" in tls
     creds = faust_options(s, "emitter")["broker_credentials"]
     assert (creds.username, creds.mechanism.value, creds.ssl_context is not None) == ("emitter", "SCRAM-SHA-512", True)
 

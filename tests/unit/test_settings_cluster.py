@@ -16,14 +16,14 @@ def test_one_broker_stays_the_default(tmp_path: Path) -> None:
     s = Settings.from_env({"PROVSTREAM_STACK_DIR": str(tmp_path)})
     assert (s.kafka_bootstrap, s.replication_factor, s.min_insync_replicas) == ("127.0.0.1:9092", 1, 1)
     assert Settings.from_env({"PROVSTREAM_STACK_DIR": str(tmp_path),
-                              "PROVSTREAM_KAFKA_PORT": "41092"}).kafka_bootstrap == "127.0.0.1:41092"
+                              "PROVSTREAM_KAFKA_PORT": "22092"}).kafka_bootstrap == "127.0.0.1:22092"
 
 
 def test_three_brokers_list_every_port_and_replicate_3_with_2_in_sync(tmp_path: Path) -> None:
     env = {"PROVSTREAM_STACK_DIR": str(tmp_path), "PROVSTREAM_KAFKA_BROKERS": "3"}
     assert Settings.from_env(env).kafka_bootstrap == "127.0.0.1:9092,127.0.0.1:9094,127.0.0.1:9096"
-    s = Settings.from_env({**env, "PROVSTREAM_KAFKA_PORT": "41092"})
-    assert s.kafka_bootstrap == "127.0.0.1:41092,127.0.0.1:41094,127.0.0.1:41096"
+    s = Settings.from_env({**env, "PROVSTREAM_KAFKA_PORT": "22092"})
+    assert s.kafka_bootstrap == "127.0.0.1:22092,127.0.0.1:22094,127.0.0.1:22096"
     assert (s.replication_factor, s.min_insync_replicas) == (3, 2)
     events = topic_specs(s)[0]
     assert events.replication_factor == 3 and events.topic_configs["min.insync.replicas"] == "2"
@@ -33,7 +33,7 @@ def test_three_brokers_list_every_port_and_replicate_3_with_2_in_sync(tmp_path: 
 def test_the_stack_remembers_its_broker_count(tmp_path: Path) -> None:
     (tmp_path / "conf" / "kafka").mkdir(parents=True)
     (tmp_path / "conf" / "kafka" / "brokers").write_text("3\n")
-    s = Settings.from_env({"PROVSTREAM_STACK_DIR": str(tmp_path), "PROVSTREAM_KAFKA_PORT": "41092"})
+    s = Settings.from_env({"PROVSTREAM_STACK_DIR": str(tmp_path), "PROVSTREAM_KAFKA_PORT": "22092"})
     assert s.kafka_brokers == 3 and s.kafka_bootstrap.count(",") == 2
 
 
