@@ -9,8 +9,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_DIR = REPO / ".stack" / "private-erase"
-PORTS = {"PROVSTREAM_KAFKA_PORT": "25092", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "25093",
+_OFF = int(os.environ.get("PROVSTREAM_PRIVATE_PORT_OFFSET", "0"))  # two checkouts side by side
+_BASE = {"PROVSTREAM_KAFKA_PORT": "25092", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "25093",
          "PROVSTREAM_NEO4J_BOLT_PORT": "25687", "PROVSTREAM_NEO4J_HTTP_PORT": "25474"}
+PORTS = {k: str(int(v) + _OFF) if k.endswith("_PORT") else v for k, v in _BASE.items()}
 
 
 def private_env(**extra: str) -> dict[str, str]:

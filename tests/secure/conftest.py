@@ -22,10 +22,12 @@ from provstream.settings import Settings
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 STACK_DIR = REPO / ".stack" / "private-secure"
-ENV = {"PROVSTREAM_KAFKA_PORT": "21192", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "21193",
-       "PROVSTREAM_NEO4J_BOLT_PORT": "21787", "PROVSTREAM_NEO4J_HTTP_PORT": "21574",
-       "PROVSTREAM_OTLP_GRPC_PORT": "21317", "PROVSTREAM_OTLP_HTTP_PORT": "21318",
-       "PROVSTREAM_SECURE": "1", "PROVSTREAM_STACK_DIR": str(STACK_DIR)}
+_OFF = int(os.environ.get("PROVSTREAM_PRIVATE_PORT_OFFSET", "0"))  # two checkouts side by side
+_BASE = {"PROVSTREAM_KAFKA_PORT": "21192", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "21193",
+         "PROVSTREAM_NEO4J_BOLT_PORT": "21787", "PROVSTREAM_NEO4J_HTTP_PORT": "21574",
+         "PROVSTREAM_OTLP_GRPC_PORT": "21317", "PROVSTREAM_OTLP_HTTP_PORT": "21318",
+         "PROVSTREAM_SECURE": "1", "PROVSTREAM_STACK_DIR": str(STACK_DIR)}
+ENV = {k: str(int(v) + _OFF) if k.endswith("_PORT") else v for k, v in _BASE.items()}
 
 
 def secure_env(**extra: str) -> dict[str, str]:

@@ -9,8 +9,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PORTS = {"PROVSTREAM_KAFKA_PORT": "29192", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "29193",
+_OFF = int(os.environ.get("PROVSTREAM_PRIVATE_PORT_OFFSET", "0"))  # two checkouts side by side
+_BASE = {"PROVSTREAM_KAFKA_PORT": "29192", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "29193",
          "PROVSTREAM_NEO4J_BOLT_PORT": "27787", "PROVSTREAM_NEO4J_HTTP_PORT": "27574"}
+PORTS = {k: str(int(v) + _OFF) if k.endswith("_PORT") else v for k, v in _BASE.items()}
 STACK_DIR = REPO / ".stack" / "private-firsthour"
 
 

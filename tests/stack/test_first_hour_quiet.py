@@ -21,8 +21,10 @@ pytestmark = pytest.mark.privatestack
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 STACK_DIR = REPO / ".stack" / "private-firsthour-quiet"
-PORTS = {"PROVSTREAM_KAFKA_PORT": "24192", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "24193",
+_OFF = int(os.environ.get("PROVSTREAM_PRIVATE_PORT_OFFSET", "0"))  # two checkouts side by side
+_BASE = {"PROVSTREAM_KAFKA_PORT": "24192", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "24193",
          "PROVSTREAM_NEO4J_BOLT_PORT": "24787", "PROVSTREAM_NEO4J_HTTP_PORT": "24574"}
+PORTS = {k: str(int(v) + _OFF) if k.endswith("_PORT") else v for k, v in _BASE.items()}
 
 
 def env(**extra: str) -> dict[str, str]:
