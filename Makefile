@@ -4,7 +4,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests erase-tests bulk-tests
+.PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests erase-tests bulk-tests peer-bench
 
 $(STAMP): pyproject.toml scripts/bootstrap
 	bash scripts/bootstrap
@@ -32,6 +32,11 @@ demo: $(STAMP)
 bench: $(STAMP)
 	bash scripts/bench
 	bash scripts/bench --brokers 3 --no-replay
+
+# The peer benchmark: the official Neo4j Connector for Kafka vs provstream sink on a private stack
+# (bench/peer/neo4j_connector/README.md; PAIRS=1 WARMUP=1 for a quick check). Not part of CI.
+peer-bench: $(STAMP)
+	bash bench/peer/neo4j_connector/run.sh
 
 faults: $(STAMP)
 	bash scripts/faults
