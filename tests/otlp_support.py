@@ -216,10 +216,11 @@ class _Frozen(datetime):
 
 def expected_events(run: Run, rec: Recorded, settings: Settings, monkeypatch: Any, content: bool = True) \
         -> list[ev.Event]:
-    """The events :class:`Emitter` records for ``run`` (and its sub-runs), with the translation's session ids."""
+    """The events :class:`Emitter` records for ``run`` (and its sub-runs), with the translation's session ids
+    (never sealed: what the sink writes to Neo4j once it opened them)."""
     transport = MemoryTransport()
     monkeypatch.setattr(emitter_module, "datetime", _Frozen)
-    with Emitter(settings, transport=transport) as emitter:
+    with Emitter(replace(settings, encrypt=0), transport=transport) as emitter:  # the clear texts, as Neo4j shows
         _drive(emitter, run, rec, content)
     monkeypatch.undo()
     return [wire.decode_event(v) for _, v in transport.sent]
