@@ -56,8 +56,8 @@ from provstream.codec.otlp import (
     span_count,
     split_by_trace,
 )
-from provstream.codec.otlp_seal import Seal, seal_request
-from provstream.crypto import KeyRing
+from provstream.codec.otlp_seal import key_scopes, seal_request
+from provstream.crypto import KeyRing, Scope
 from provstream.errors import ProvstreamError
 from provstream.keys import close_ring, open_ring
 from provstream.security import aiokafka_options, check_kafka
@@ -203,11 +203,12 @@ class Receiver:
         ring, s = self._ring, self.settings
         assert ring is not None
 
-        def sealer_of(scope: tuple[str, str, str]) -> Seal:
-            return ring.shared_sealer(*scope).seal
+        def seal() -> None:
+            sealers = ring.shared_sealers(Scope(*k) for k in key_scopes(request, s.user, s.collection))
+            seal_request(request, lambda scope: sealers[Scope(*scope)].seal, s.user, s.collection)
 
         try:
-            await asyncio.to_thread(seal_request, request, sealer_of, s.user, s.collection)
+            await asyncio.to_thread(seal)
         except ProvstreamError as exc:
             self.stats.failed += 1
             log.warning("cannot seal the spans: %s", exc)

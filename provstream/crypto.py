@@ -47,6 +47,9 @@ from provstream.errors import ConfigError
 ERASED: Final = "[erased]"
 """What a sealed field reads as once its data key is gone (erased)."""
 
+TRACE_SCOPE_PREFIX: Final = "otlp-trace-"
+"""The session of an OTLP trace's key scope is this and the trace id (:func:`provstream.codec.otlp.key_scope`)."""
+
 KEY_BYTES: Final = 32  # AES-256
 NONCE_BYTES: Final = 12
 _SESSION_CACHE: Final = 10_000  # data keys an emitter keeps for its open sessions
@@ -112,6 +115,16 @@ class MemoryKeyStore:
             else:
                 out[kid] = record
         return out
+
+
+def put_all(store: KeyStore, records: list[tuple[str, bytes]]) -> None:
+    """Store several key records durably: together when the store can (``put_many``), else one by one."""
+    many = getattr(store, "put_many", None)
+    if many is not None:
+        many(records)
+    else:
+        for kid, record in records:
+            store.put(kid, record)
 
 
 def new_master_key() -> bytes:
@@ -397,27 +410,50 @@ class KeyRing:
         'x'
         """
         scope = Scope(user, collection, session)
+        return self.shared_sealers([scope])[scope]
+
+    def shared_sealers(self, scopes: Iterable[Scope]) -> dict[Scope, SivSealer]:
+        """:meth:`shared_sealer` for several scopes at once: one read of the key store, the new keys stored
+        together (one OTLP request's traces).
+
+        :param scopes: the scopes.
+        :returns: each scope's :class:`SivSealer`.
+
+        >>> ring = KeyRing(MemoryKeyStore(), AESGCM(bytes(32)))
+        >>> sorted(s.session for s in ring.shared_sealers([Scope("u", "c", "t1"), Scope("u", "c", "t2")]))
+        ['t1', 't2']
+        """
+        wanted = set(scopes)
+        out: dict[Scope, SivSealer] = {}
         with self._lock:
-            found = self._sealers.get(scope)
-            if found is not None:
-                self._sealers.move_to_end(scope)
-                return found
+            for scope in wanted:
+                found = self._sealers.get(scope)
+                if found is not None:
+                    self._sealers.move_to_end(scope)
+                    out[scope] = found
+        missing = [scope for scope in wanted if scope not in out]
+        if not missing:
+            return out
         with self._create:
             self.refresh()
+            new: list[tuple[str, bytes]] = []
+            for scope in missing:
+                with self._lock:
+                    live = self._by_scope.get(scope)
+                    kid = min(live) if live else ""
+                    key = live[kid] if live else b""
+                if not kid:
+                    key = AESGCM.generate_key(bit_length=256)
+                    kid = f"{scope.session}~{os.urandom(8).hex()}"
+                    new.append((kid, wrap_key(self.master, kid, scope, key)))
+                out[scope] = SivSealer(kid, AESGCM(key), siv_nonce_key(key))
+            put_all(self.store, new)
             with self._lock:
-                live = self._by_scope.get(scope)
-                kid = min(live) if live else ""
-                key = live[kid] if live else b""
-            if not kid:
-                key = AESGCM.generate_key(bit_length=256)
-                kid = f"{session}~{os.urandom(8).hex()}"
-                self.store.put(kid, wrap_key(self.master, kid, scope, key))
-            sealer = SivSealer(kid, AESGCM(key), siv_nonce_key(key))
-            with self._lock:
-                self._sealers[scope] = sealer
-                if len(self._sealers) > _SESSION_CACHE:
+                for scope in missing:
+                    self._sealers[scope] = out[scope]
+                while len(self._sealers) > _SESSION_CACHE:
                     self._sealers.popitem(last=False)
-        return sealer
+        return out
 
     # -- the readers' side --------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
 from provstream.core.events import SEALED_PREFIX
+from provstream.crypto import TRACE_SCOPE_PREFIX
 from provstream.errors import ProvstreamError
 
 # Span attributes the translation reads (exact names or prefixes); the rest are dropped from the state.
@@ -35,7 +36,6 @@ KEPT_PREFIXES = ("gen_ai.", "openinference.", "llm.input_messages.", "llm.output
 USER_ATTRIBUTE = "provstream.user"
 COLLECTION_ATTRIBUTE = "provstream.collection"
 CHAT_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-KEY_SESSION_PREFIX = "otlp-trace-"
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
@@ -281,7 +281,7 @@ def key_scope(trace_id: str, user: str, collection: str, default_user: str, defa
     >>> key_scope("0af7651916cd43dd8448eb211c80319c", "alice", "", "trustgraph", "default")
     ('alice', 'default', 'otlp-trace-0af7651916cd43dd8448eb211c80319c')
     """
-    return (*scope_names(user, collection, default_user, default_collection), KEY_SESSION_PREFIX + trace_id)
+    return (*scope_names(user, collection, default_user, default_collection), TRACE_SCOPE_PREFIX + trace_id)
 
 
 def kind_of(attributes: Mapping[str, Any]) -> str:

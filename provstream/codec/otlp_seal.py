@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -93,17 +93,34 @@ def seal_request(request: ExportTraceServiceRequest, sealer_of: SealerOf, defaul
     '<otlp-trace-3:42>'
     """
     n = 0
+    for scope, span in _scoped_spans(request, default_user, default_collection):
+        seal = sealer_of(scope)
+        tool_input = _tool_input(span.attributes)
+        seal_attributes(span.attributes, seal, tool_input)
+        for event in span.events:
+            seal_attributes(event.attributes, seal, tool_input)
+        n += 1
+    return n
+
+
+def key_scopes(request: ExportTraceServiceRequest, default_user: str, default_collection: str) \
+        -> set[tuple[str, str, str]]:
+    """The key scopes :func:`seal_request` will ask for (the receiver gets their keys in one go first).
+
+    >>> r = ExportTraceServiceRequest(); _ = r.resource_spans.add().scope_spans.add().spans.add(trace_id=b"1" * 16)
+    >>> key_scopes(r, "u", "c")
+    {('u', 'c', 'otlp-trace-31313131313131313131313131313131')}
+    """
+    return {scope for scope, _ in _scoped_spans(request, default_user, default_collection)}
+
+
+def _scoped_spans(request: ExportTraceServiceRequest, default_user: str, default_collection: str) \
+        -> Iterator[tuple[tuple[str, str, str], Any]]:
     for rs in request.resource_spans:
         user, collection = resource_scope(rs.resource.attributes)
         for ss in rs.scope_spans:
             for span in ss.spans:
-                seal = sealer_of(key_scope(span.trace_id.hex(), user, collection, default_user, default_collection))
-                tool_input = _tool_input(span.attributes)
-                seal_attributes(span.attributes, seal, tool_input)
-                for event in span.events:
-                    seal_attributes(event.attributes, seal, tool_input)
-                n += 1
-    return n
+                yield key_scope(span.trace_id.hex(), user, collection, default_user, default_collection), span
 
 
 def _tool_input(attributes: Iterable[KeyValue]) -> bool:
@@ -295,4 +312,4 @@ def _seal_oi_document(fields: dict[str, KeyValue], seal: Seal, added: list[KeyVa
             _seal_text(kv, seal)
 
 
-__all__ = ["seal_attributes", "seal_documents", "seal_messages", "seal_request"]
+__all__ = ["key_scopes", "seal_attributes", "seal_documents", "seal_messages", "seal_request"]

@@ -35,6 +35,7 @@ from provstream.core import events as ev
 from provstream.core.events import SEALED_PREFIX
 from provstream.core.trajectories import AgentTrajectory, load
 from provstream.crypto import ERASED, KeyRing, MemoryKeyStore, kid_of, open_text
+from provstream.crypto import Scope as KeyScope
 from provstream.data import REACT_TRAJECTORIES
 from provstream.settings import Settings
 from provstream.streams.spans import Scope, step
@@ -249,3 +250,28 @@ def test_the_sealed_format_is_the_emitters() -> None:
     assert kid == sealer.kid and kid.startswith("otlp-trace-ab~")
     assert open_text(sealer.cipher, kid, sealed) == "hello" and ring.open(sealed) == "hello"
     assert sealer.seal("") == "" and sealer.seal("hello") == sealed and sealer.seal("hello!") != sealed
+
+
+class _BatchStore(MemoryKeyStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def put_many(self, records: list[tuple[str, bytes]]) -> None:
+        self.batches.append(len(records))
+        for kid, record in records:
+            self.put(kid, record)
+
+
+def test_a_requests_new_trace_keys_are_stored_together_and_erased_ones_replaced() -> None:
+    store = _BatchStore()
+    ring = _ring(store)
+    scopes = [KeyScope(SETTINGS.user, "c", f"otlp-trace-{n}") for n in range(3)]
+    first = ring.shared_sealers(iter(scopes + scopes[:1]))  # any iterable
+    assert store.batches == [3] and set(first) == set(scopes)
+    assert ring.shared_sealers(scopes) == first and store.batches == [3]  # cached: no store access
+    store.put(first[scopes[0]].kid, None)  # erased...
+    other = _ring(store)  # ...a receiver starting now makes a new key for that trace, reuses the others
+    again = other.shared_sealers(scopes)
+    assert again[scopes[0]].kid != first[scopes[0]].kid and store.batches == [3, 1]
+    assert [again[s].kid for s in scopes[1:]] == [first[s].kid for s in scopes[1:]]
