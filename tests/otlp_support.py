@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.trace import Tracer, set_span_in_context
 
 from provstream.codec import records as wire
+from provstream.codec.otlp import chunk_id
 from provstream.connectors import emitter as emitter_module
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
@@ -249,7 +250,7 @@ def _drive(emitter: Emitter, run: Run, rec: Recorded, content: bool) -> Any:
                 _Frozen.at = time_of(start)
                 sub = emitter.docrag(str(c.arguments.get("input", "")), session_id=session_id(rec.trace, rid))
                 assert c.documents is not None
-                sub.explore(len(c.documents), [d["id"] for d in c.documents])
+                sub.explore(len(c.documents), [chunk_id(d) for d in c.documents])  # sha256: of the text if no id
                 sub.synthesize(c.result if content else "")
             if content:
                 a.iteration(thought=turn.thought if j == 0 else "", action=c.name, arguments=c.arguments,
