@@ -251,7 +251,7 @@ def seal_text_siv(cipher: AESGCM, nonce_key: bytes, kid: str, text: str) -> str:
     if not text:
         return text
     data = text.encode("utf-8")
-    nonce = hmac.new(nonce_key, kid.encode() + b"\0" + data, hashlib.sha256).digest()[:NONCE_BYTES]
+    nonce = hmac.digest(nonce_key, kid.encode() + b"\0" + data, "sha256")[:NONCE_BYTES]
     body = nonce + cipher.encrypt(nonce, data, kid.encode())
     return f"{SEALED_PREFIX}{kid}:{base64.urlsafe_b64encode(body).decode()}"
 

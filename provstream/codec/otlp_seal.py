@@ -93,14 +93,31 @@ def seal_request(request: ExportTraceServiceRequest, sealer_of: SealerOf, defaul
     '<otlp-trace-3:42>'
     """
     n = 0
+    sealers: dict[tuple[str, str, str], Seal] = {}
     for scope, span in _scoped_spans(request, default_user, default_collection):
-        seal = sealer_of(scope)
+        seal = sealers.get(scope)
+        if seal is None:
+            seal = sealers[scope] = _memoized(sealer_of(scope))
         tool_input = _tool_input(span.attributes)
         seal_attributes(span.attributes, seal, tool_input)
         for event in span.events:
             seal_attributes(event.attributes, seal, tool_input)
         n += 1
     return n
+
+
+def _memoized(seal: Seal) -> Seal:
+    """``seal`` remembering its results for one request: a chat span's input repeats the trace's history, and
+    sealing is deterministic, so each text is sealed once."""
+    done: dict[str, str] = {}
+
+    def memo(text: str) -> str:
+        out = done.get(text)
+        if out is None:
+            out = done[text] = seal(text)
+        return out
+
+    return memo
 
 
 def key_scopes(request: ExportTraceServiceRequest, default_user: str, default_collection: str) \
