@@ -34,6 +34,13 @@ the table is in ``docs/integrations.md``):
 * conclusion: the final assistant text of the agent span's
   ``gen_ai.output.messages`` [``output.value``], else of the last ``chat``.
 
+With ``PROVSTREAM_ENCRYPT=1`` the receiver has sealed the texts
+(:mod:`provstream.codec.otlp_seal`) so that this module reads them unopened:
+messages keep their structure in clear with one sealed text each, sealed
+tool arguments are passed through as the step's arguments
+(:func:`~provstream.codec.otlp.arguments_text`), and equal texts of a trace
+are equal sealed strings (the answer comparison below works on them).
+
 Spans end before their parents, so an SDK exports an agent's children
 before the agent span: a session is translated as soon as its agent span
 arrives after at least one of its descendants. An agent span that arrives
