@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 
 from provstream.codec.otlp import arguments_text, chunk_id, key_scope, resource_scope, text_of, value_of
 
@@ -259,10 +259,18 @@ def _is_text(part: Any) -> bool:
 
 
 def _seal_value(value: Any, seal: Seal) -> Any:
-    """A value that is not structure: strings, lists and objects sealed as text; numbers, booleans, null kept."""
+    """A value that is not structure: a string sealed; a list or object sealed as its JSON text inside a
+    one-element list (still not a string, so the translation, which reads only strings there, skips it as it
+    skips the clear value); numbers, booleans, null kept.
+
+    >>> _seal_value("a", lambda t: f"<{t}>"), _seal_value([{"text": "a"}], lambda t: f"<{t}>"), _seal_value(3, str)
+    ('<a>', ['<[{"text": "a"}]>'], 3)
+    """
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    return seal(text_of(value))
+    if isinstance(value, str):
+        return seal(value)
+    return [seal(text_of(value))]
 
 
 def seal_documents(value: Any, seal: Seal) -> str:
@@ -303,8 +311,10 @@ def _seal_oi_message(fields: dict[str, KeyValue], seal: Seal, removed: set[str],
     content = fields.get("content")
     joined = [content.value.string_value] if content is not None and content.value.HasField("string_value") else []
     joined += [text_of(value_of(kv.value)) for _, kv in sorted(texts, key=lambda t: t[0])]
-    if content is not None and not content.value.HasField("string_value"):
-        _seal_text(content, seal)  # not a string: the translation does not read it
+    if content is not None and not content.value.HasField("string_value") and content.value.WhichOneof("value") \
+            in ("array_value", "kvlist_value", "bytes_value"):  # not a string: the translation does not read it
+        text = seal(text_of(value_of(content.value)))
+        content.value.CopyFrom(AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=text)])))
     if not joined:
         return
     removed.update(kv.key for _, kv in texts)

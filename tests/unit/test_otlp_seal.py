@@ -30,7 +30,7 @@ from otlp_support import (
 )
 
 from provstream.codec.otlp import key_scope, parse_protobuf, span_records, split_by_trace, value_of
-from provstream.codec.otlp_seal import seal_request
+from provstream.codec.otlp_seal import seal_messages, seal_request
 from provstream.core import events as ev
 from provstream.core.events import SEALED_PREFIX
 from provstream.core.trajectories import AgentTrajectory, load
@@ -275,3 +275,15 @@ def test_a_requests_new_trace_keys_are_stored_together_and_erased_ones_replaced(
     again = other.shared_sealers(scopes)
     assert again[scopes[0]].kid != first[scopes[0]].kid and store.batches == [3, 1]
     assert [again[s].kid for s in scopes[1:]] == [first[s].kid for s in scopes[1:]]
+
+
+def test_values_the_translation_skips_stay_skipped_once_sealed() -> None:
+    """A message whose content is a list (not text): the translation reads its parts in clear, and still does."""
+    messages = json.dumps([{"role": "user", "content": [{"type": "text", "text": f"{MARK} hi"}],
+                            "parts": [{"type": "text", "content": f"{MARK} question"}]},
+                           {"role": "assistant", "parts": [{"type": "text", "content": {"x": MARK}},
+                                                           {"type": "text", "content": f"{MARK} answer"}]}])
+    sealed = json.loads(seal_messages(messages, lambda t: f"<{len(t)}>"))
+    assert MARK not in json.dumps(sealed)
+    assert isinstance(sealed[0]["content"], list) and sealed[0]["parts"] == [{"type": "text", "content": "<18>"}]
+    assert sealed[1]["parts"] == [{"type": "text", "content": ["<18>"]}, {"type": "text", "content": "<16>"}]
