@@ -324,6 +324,8 @@ def arguments_text(value: Any) -> str:
 
     >>> arguments_text('{"b": 1, "a": "é"}'), arguments_text("6*7"), arguments_text(None)
     ('{"a": "é", "b": 1}', '{"value": "6*7"}', '{}')
+    >>> json.loads(arguments_text('{"x": NaN}'))
+    {'value': '{"x": NaN}'}
     """
     if isinstance(value, str) and value.startswith(SEALED_PREFIX):
         return value
@@ -336,7 +338,10 @@ def arguments_text(value: Any) -> str:
             value = {"value": value}
     if not isinstance(value, dict):
         value = {"value": value}
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except ValueError:  # NaN or Infinity (Python's JSON reader takes them; JSON has none): the text as a value
+        return json.dumps({"value": text_of(value)}, ensure_ascii=False, sort_keys=True)
 
 
 def chunk_id(document: Mapping[str, Any]) -> str:
