@@ -20,7 +20,7 @@ still works on the sealed values without opening them:
   passes sealed arguments through as the step's arguments;
 * messages (``gen_ai.input.messages`` / ``gen_ai.output.messages``, OpenInference
   ``llm.*_messages.*``): the structure stays in clear (roles, part types, tool
-  call ids and names, finish reasons), every other string is sealed; a
+  call ids and tool names, finish reasons), every other string is sealed; a
   message's text parts are first joined into one (with ``\\n``, as the
   translation joins them), so its text is one sealed string;
 * retrieved documents: a document without an id gets the id the translation
@@ -61,7 +61,8 @@ MESSAGE_ATTRIBUTES = frozenset({"gen_ai.input.messages", "gen_ai.output.messages
 ARGUMENT_ATTRIBUTES = frozenset({"gen_ai.tool.call.arguments"})
 DOCUMENT_ATTRIBUTES = frozenset({"gen_ai.retrieval.documents"})
 CLEAR_MESSAGE_KEYS = frozenset({"role", "finish_reason"})
-CLEAR_PART_KEYS = frozenset({"type", "id", "name"})
+TOOL_PARTS = frozenset({"tool_call", "tool_call_response"})
+CLEAR_TOOL_PART_KEYS = frozenset({"type", "id", "name"})  # a tool call's id and tool name; other parts: type only
 _OI_MESSAGE = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
 _OI_CLEAR = re.compile(r"^(role|name|function_call_name|tool_call_id|tool_calls\.\d+\.tool_call\.(id|function\.name)"
                        r"|contents\.\d+\.message_content\.type)$")
@@ -243,14 +244,32 @@ def _seal_parts(parts: list[Any], seal: Seal, merge: bool) -> list[Any]:
             out.append(_seal_value(p, seal))
         elif merge and _is_text(p):
             if texts:
-                out.append({**{k: _seal_value(v, seal) if k not in CLEAR_PART_KEYS else v for k, v in p.items()},
-                            "content": seal("\n".join(texts))})
+                out.append(_seal_part({**p, "content": "\n".join(texts)}, seal))
                 texts = []
-        elif p.get("type") == "tool_call" and "arguments" in p:
-            out.append({k: v if k in CLEAR_PART_KEYS else seal(arguments_text(v)) if k == "arguments"
-                        else _seal_value(v, seal) for k, v in p.items()})
         else:
-            out.append({k: v if k in CLEAR_PART_KEYS else _seal_value(v, seal) for k, v in p.items()})
+            out.append(_seal_part(p, seal))
+    return out
+
+
+def _seal_part(part: dict[str, Any], seal: Seal) -> dict[str, Any]:
+    """One part: its type (and a tool call's id and tool name) in clear, a tool call's arguments sealed as
+    canonical JSON text, the rest sealed.
+
+    >>> _seal_part({"type": "tool_call", "id": "c1", "name": "f", "arguments": '{"b":1}'}, lambda t: f"<{t}>")
+    {'type': 'tool_call', 'id': 'c1', 'name': 'f', 'arguments': '<{"b": 1}>'}
+    >>> _seal_part({"type": "file", "name": "alice.pdf"}, lambda t: "<>")
+    {'type': 'file', 'name': '<>'}
+    """
+    kind = part.get("type")
+    clear = CLEAR_TOOL_PART_KEYS if kind in TOOL_PARTS else {"type"}
+    out: dict[str, Any] = {}
+    for key, value in part.items():
+        if key in clear:
+            out[key] = value
+        elif key == "arguments" and kind == "tool_call":
+            out[key] = seal(arguments_text(value))
+        else:
+            out[key] = _seal_value(value, seal)
     return out
 
 
