@@ -15,7 +15,14 @@ BatchSpanProcessor's default batch), several traces per request.
 The two run in different processes in a deployment, so the pipeline sustains the smaller figure; the last line
 printed is ``otlp: N spans/s (receiver R, translation T)``.
 
-    PROVSTREAM_STACK_DIR=... .venv/bin/python bench/bench_otlp.py [--traces 10000] [--concurrency 4]
+With ``--encrypt`` (``PROVSTREAM_ENCRYPT=1``: the receiver seals the span texts, docs/security.md) it also prints:
+
+* **sealing**: the receiver's CPU cost per span of :func:`provstream.codec.otlp_seal.seal_request` in this process
+  (data keys in memory: one made and wrapped per trace, no Kafka), median of ``--rounds`` rounds;
+* the receiver again with encryption on (a private keys topic; each new trace's key found or written there with
+  ``acks=all``), and the translation of the sealed requests.
+
+    PROVSTREAM_STACK_DIR=... .venv/bin/python bench/bench_otlp.py [--traces 10000] [--concurrency 4] [--encrypt]
 """
 
 from __future__ import annotations
@@ -38,10 +45,13 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: E402
 from otlp_support import Clock, Collected, emit_run, run_of, sdk_tracer  # noqa: E402
 
 from provstream.codec.otlp import parse_protobuf, span_records, split_by_trace  # noqa: E402
+from provstream.codec.otlp_seal import seal_request  # noqa: E402
 from provstream.core.trajectories import AgentTrajectory, load  # noqa: E402
+from provstream.crypto import KeyRing, MemoryKeyStore  # noqa: E402
 from provstream.data import REACT_TRAJECTORIES  # noqa: E402
 from provstream.settings import Settings  # noqa: E402
 from provstream.streams.spans import step  # noqa: E402
@@ -129,17 +139,41 @@ def bench_translation(requests: list[bytes], spans: int) -> tuple[float, float, 
     return spans / (time.perf_counter() - t0), spans / (time.process_time() - c0), events
 
 
+def sealed_requests(requests: list[bytes]) -> tuple[list[bytes], float]:
+    """The requests as the receiver seals them, and the seconds ``seal_request`` took (keys in memory)."""
+    ring = KeyRing(MemoryKeyStore(), AESGCM(AESGCM.generate_key(bit_length=256)))
+    parsed = [parse_protobuf(r) for r in requests]
+    t0 = time.perf_counter()
+    for request in parsed:
+        seal_request(request, lambda scope: ring.shared_sealer(*scope).seal, "trustgraph", "default")
+    elapsed = time.perf_counter() - t0
+    return [r.SerializeToString() for r in parsed], elapsed
+
+
+def bench_sealing(requests: list[bytes], spans: int, rounds: int) -> tuple[float, list[bytes]]:
+    """(median µs per span of sealing, the sealed requests)."""
+    times: list[float] = []
+    sealed: list[bytes] = []
+    for _ in range(rounds):
+        sealed, elapsed = sealed_requests(requests)
+        times.append(elapsed / spans * 1e6)
+    return sorted(times)[len(times) // 2], sealed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, default=10000)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--encrypt", action="store_true", help="also measure sealing (PROVSTREAM_ENCRYPT=1)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the sealing measurement")
     args = parser.parse_args()
     base = Settings.from_env()
     topic = f"bench.otlp.{uuid.uuid4().hex[:8]}"
     settings = replace(base, otlp_spans_topic=topic, otlp_spans_dlq_topic=topic + ".dlq",
                        otlp_grpc_port=_free_port(), otlp_http_port=_free_port(),
                        events_topic=f"{topic}.events", triples_topic=f"{topic}.triples",
-                       events_dlq_topic=f"{topic}.events.dlq", triples_dlq_topic=f"{topic}.triples.dlq")
+                       events_dlq_topic=f"{topic}.events.dlq", triples_dlq_topic=f"{topic}.triples.dlq",
+                       keys_topic=f"{topic}.keys", encrypt=0)
     requests, spans = workload(args.traces)
     print(f"workload: {args.traces} traces, {spans} spans, {len(requests)} requests "
           f"({sum(map(len, requests)) / spans:.0f} bytes/span)")
@@ -152,6 +186,8 @@ def main() -> None:
               f"({events} events; the wall figure drops when other processes share the cores)")
         print(f"otlp: {min(receiver, translation):,.0f} spans/s (receiver {receiver:,.0f}, "
               f"translation {translation:,.0f})")
+        if args.encrypt:
+            bench_encrypted(settings, requests, spans, args)
     finally:
         admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
         try:
@@ -159,6 +195,24 @@ def main() -> None:
             admin.delete_topics(doomed)
         finally:
             admin.close()
+
+
+def bench_encrypted(settings: Settings, requests: list[bytes], spans: int, args: argparse.Namespace) -> None:
+    per_span, sealed = bench_sealing(requests, spans, args.rounds)
+    grown = sum(map(len, sealed)) / sum(map(len, requests))
+    print(f"sealing: {per_span:.1f} µs per span on the receiver's CPU (median of {args.rounds} rounds; "
+          f"{spans / args.traces:.1f} spans and one data key per trace, keys in memory); requests {grown:.2f}x "
+          f"the clear size")
+    on = replace(settings, encrypt=1)
+    ensure_topics(on)
+    receiver = bench_receiver(on, requests, spans, args.concurrency)
+    print(f"receiver, encryption on: {receiver:,.0f} spans/s (HTTP protobuf, {args.concurrency} connections, "
+          f"acks=all; every new trace's data key looked up and written to {on.keys_topic})")
+    translation, per_cpu, events = bench_translation(sealed, spans)
+    print(f"translation of sealed spans: {translation:,.0f} spans/s wall clock, {per_cpu:,.0f} spans per CPU "
+          f"second ({events} events)")
+    print(f"otlp, encryption on: {min(receiver, translation):,.0f} spans/s (receiver {receiver:,.0f}, "
+          f"translation {translation:,.0f})")
 
 
 if __name__ == "__main__":

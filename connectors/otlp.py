@@ -17,6 +17,14 @@ every part (``acks=all``, idempotent producer): a success means "on Kafka".
   exporters retry those). Parts of that request may already be on Kafka; a
   retry re-sends them, and a re-sent span changes nothing downstream.
 
+With ``settings.encrypt`` (``PROVSTREAM_ENCRYPT=1``) the personal texts of
+every span are sealed before anything is produced
+(:func:`provstream.codec.otlp_seal.seal_request`), each trace under a data key
+of its own scope found or made in the keys topic
+(:meth:`provstream.crypto.KeyRing.shared_sealer`, deterministic: a re-sent
+span is sealed to the same bytes); the spans topic then carries no clear text
+of theirs (docs/security.md, "Erase").
+
 Example::
 
     receiver = Receiver(Settings.from_env())
@@ -48,7 +56,10 @@ from provstream.codec.otlp import (
     span_count,
     split_by_trace,
 )
+from provstream.codec.otlp_seal import key_scopes, seal_request
+from provstream.crypto import KeyRing, Scope
 from provstream.errors import ProvstreamError
+from provstream.keys import close_ring, open_ring
 from provstream.security import aiokafka_options, check_kafka
 from provstream.settings import Settings
 
@@ -88,6 +99,7 @@ class Receiver:
         self._producer: AIOKafkaProducer | None = None
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
+        self._ring: KeyRing | None = None  # PROVSTREAM_ENCRYPT=1: the data keys the spans are sealed with
         self._limit = settings.max_message_bytes - 512  # record batch framing, as the emitter leaves
 
     async def start(self) -> None:
@@ -97,6 +109,7 @@ class Receiver:
         """
         s = self.settings
         check_kafka(s, "otlp")
+        self._ring = open_ring(s, "otlp", create_master=True)
         self._producer = AIOKafkaProducer(
             **aiokafka_options(s, "otlp"), acks="all", enable_idempotence=True, linger_ms=5,
             # a trace's part is several KB: aiokafka's 16 KB default batch holds two (3.7x slower here); a batch
@@ -144,6 +157,8 @@ class Receiver:
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
+        close_ring(self._ring)
+        self._ring = None
 
     # -- the one operation --------------------------------------------------------
 
@@ -157,6 +172,8 @@ class Receiver:
         :raises Unavailable: Kafka did not acknowledge every part
         """
         request = parse(body)
+        if self._ring is not None:
+            await self._seal(request)
         records = split_by_trace(request)
         for key, value in records:
             if len(key) + len(value) > self._limit:
@@ -177,6 +194,25 @@ class Receiver:
         self.stats.spans += n
         self.stats.records += len(records)
         return n
+
+    async def _seal(self, request: Any) -> None:
+        """Seal the request's personal texts in place, on a thread (a new trace's key is a keys-topic round trip).
+
+        :raises Unavailable: the keys topic could not be read or written
+        """
+        ring, s = self._ring, self.settings
+        assert ring is not None
+
+        def seal() -> None:
+            sealers = ring.shared_sealers(Scope(*k) for k in key_scopes(request, s.user, s.collection))
+            seal_request(request, lambda scope: sealers[Scope(*scope)].seal, s.user, s.collection)
+
+        try:
+            await asyncio.to_thread(seal)
+        except ProvstreamError as exc:
+            self.stats.failed += 1
+            log.warning("cannot seal the spans: %s", exc)
+            raise Unavailable(f"cannot seal the spans: {exc}") from exc
 
     async def _grpc_export(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:

@@ -30,7 +30,7 @@ class Grant(NamedTuple):
 
 ROLE_DESCRIPTIONS: Final = {
     "emitter": "writes the events topic",
-    "otlp": "writes the OTLP spans topic",
+    "otlp": "writes the OTLP spans topic (and, encrypting, reads and writes the keys topic)",
     "worker": "reads events and spans; writes triples, events (from spans), dead letters, its own topics",
     "sink": "reads triples; writes the triples dead letters",
     "reader": "reads events, triples and the dead letters (replay, follow, as-of, dlq)",
@@ -60,9 +60,11 @@ def grants(settings: Settings) -> list[Grant]:
     out += [Grant("reader", "TOPIC", topic, "READ")  # replay, follow, as-of; provstream dlq
             for topic in (s.events_topic, s.triples_topic, s.events_dlq_topic, s.triples_dlq_topic,
                           s.otlp_spans_dlq_topic)]
-    if s.encrypt:  # the keys topic: the emitters write data keys, the readers read them; only admin erases
+    if s.encrypt:  # the keys topic: the emitters and the OTLP receiver write data keys (the receiver also reads
+        # it, to seal a trace under the key another receiver made), the readers read them; only admin erases
         out += [Grant(role, "TOPIC", s.keys_topic, op) for role, op in (
-            ("emitter", "WRITE"), ("emitter", "DESCRIBE"), ("sink", "READ"), ("reader", "READ"))]
+            ("emitter", "WRITE"), ("emitter", "DESCRIBE"), ("otlp", "WRITE"), ("otlp", "DESCRIBE"),
+            ("otlp", "READ"), ("sink", "READ"), ("reader", "READ"))]
     return out
 
 

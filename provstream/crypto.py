@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
 from cryptography.exceptions import InvalidTag
@@ -44,6 +46,9 @@ from provstream.errors import ConfigError
 
 ERASED: Final = "[erased]"
 """What a sealed field reads as once its data key is gone (erased)."""
+
+TRACE_SCOPE_PREFIX: Final = "otlp-trace-"
+"""The session of an OTLP trace's key scope is this and the trace id (:func:`provstream.codec.otlp.key_scope`)."""
 
 KEY_BYTES: Final = 32  # AES-256
 NONCE_BYTES: Final = 12
@@ -110,6 +115,16 @@ class MemoryKeyStore:
             else:
                 out[kid] = record
         return out
+
+
+def put_all(store: KeyStore, records: list[tuple[str, bytes]]) -> None:
+    """Store several key records durably: together when the store can (``put_many``), else one by one."""
+    many = getattr(store, "put_many", None)
+    if many is not None:
+        many(records)
+    else:
+        for kid, record in records:
+            store.put(kid, record)
 
 
 def new_master_key() -> bytes:
@@ -199,6 +214,66 @@ def seal_text(cipher: AESGCM, kid: str, text: str) -> str:
     return f"{SEALED_PREFIX}{kid}:{base64.urlsafe_b64encode(body).decode()}"
 
 
+def siv_nonce_key(key: bytes) -> bytes:
+    """The key :func:`seal_text_siv` derives its nonces with: HMAC-SHA256 of a fixed label under the data key.
+
+    A key of its own (not the data key itself), so the AES-GCM key is used for AES-GCM only.
+
+    :param key: the 32-byte data key.
+    :returns: 32 bytes.
+
+    >>> len(siv_nonce_key(bytes(32)))
+    32
+    """
+    return hmac.new(key, b"provstream seal_text_siv nonce v1", hashlib.sha256).digest()
+
+
+def seal_text_siv(cipher: AESGCM, nonce_key: bytes, kid: str, text: str) -> str:
+    """``text`` sealed as :func:`seal_text` does, but deterministically: the same key and text give the same string.
+
+    The nonce is HMAC-SHA256(``nonce_key``, kid | 0 | text) truncated to 12 bytes (a synthetic IV): a nonce
+    repeats only with its text, so the one thing this reveals is which sealed texts are equal under one key
+    (what the OTLP translation compares). The result has the format of :func:`seal_text` and opens with
+    :func:`open_text` / :meth:`KeyRing.open`.
+
+    :param cipher: the data key's cipher.
+    :param nonce_key: :func:`siv_nonce_key` of the same data key.
+    :param kid: the data key's id (associated data, as in :func:`seal_text`).
+    :param text: the plain text; ``""`` stays ``""``.
+    :returns: ``ps-enc:1:<kid>:<base64url(nonce | ciphertext | tag)>``.
+
+    >>> key = bytes(32); c, n = AESGCM(key), siv_nonce_key(key)
+    >>> seal_text_siv(c, n, "s~1", "secret") == seal_text_siv(c, n, "s~1", "secret")
+    True
+    >>> open_text(c, "s~1", seal_text_siv(c, n, "s~1", "secret"))
+    'secret'
+    """
+    if not text:
+        return text
+    data = text.encode("utf-8")
+    nonce = hmac.digest(nonce_key, kid.encode() + b"\0" + data, "sha256")[:NONCE_BYTES]
+    body = nonce + cipher.encrypt(nonce, data, kid.encode())
+    return f"{SEALED_PREFIX}{kid}:{base64.urlsafe_b64encode(body).decode()}"
+
+
+@dataclass(frozen=True)
+class SivSealer:
+    """A data key that seals deterministically (:func:`seal_text_siv`); made by :meth:`KeyRing.shared_sealer`.
+
+    >>> s = SivSealer("s~1", AESGCM(bytes(32)), siv_nonce_key(bytes(32)))
+    >>> s.seal("x") == s.seal("x"), s.seal("")
+    (True, '')
+    """
+
+    kid: str
+    cipher: AESGCM = field(repr=False)
+    nonce_key: bytes = field(repr=False)
+
+    def seal(self, text: str) -> str:
+        """``text`` sealed under this key (``""`` stays ``""``)."""
+        return seal_text_siv(self.cipher, self.nonce_key, self.kid, text)
+
+
 def kid_of(sealed: str) -> str | None:
     """The data key id of a sealed field, ``None`` for plain text.
 
@@ -279,7 +354,10 @@ class KeyRing:
         self._keys: dict[str, tuple[Scope, AESGCM]] = {}
         self._erased: set[str] = set()
         self._sessions: OrderedDict[tuple[str, str, str], tuple[str, AESGCM]] = OrderedDict()
+        self._by_scope: dict[Scope, dict[str, bytes]] = {}  # the live data keys of each scope (shared_sealer)
+        self._sealers: OrderedDict[Scope, SivSealer] = OrderedDict()
         self._lock = threading.Lock()
+        self._create = threading.Lock()  # shared_sealer: one lookup-or-create at a time
 
     # -- the emitter's side ----------------------------------------------------------
 
@@ -311,6 +389,72 @@ class KeyRing:
         kid, cipher = self.key_for(event.user, event.collection, event.session_id)
         return seal_event(event, cipher, kid)
 
+    def shared_sealer(self, user: str, collection: str, session: str) -> SivSealer:
+        """A deterministic sealer for a scope that several processes (or restarts) seal for: the OTLP receiver's.
+
+        Unlike :meth:`key_for`, it first looks for a live data key of exactly this scope in the key store
+        (the one with the smallest id) and uses it, so a span re-sent to another receiver or after a restart
+        is sealed to the same bytes; it makes and stores a key only when the scope has none (or it was erased).
+
+        :param user: the scope's user.
+        :param collection: the scope's collection.
+        :param session: the scope's session (the OTLP receiver: :func:`provstream.codec.otlp.key_scope`).
+        :returns: the :class:`SivSealer`.
+
+        >>> store = MemoryKeyStore(); ring = KeyRing(store, AESGCM(bytes(32)))
+        >>> a = ring.shared_sealer("u", "c", "otlp-trace-1")
+        >>> copy = MemoryKeyStore(); copy.log = list(store.log)  # a second process reading the same topic
+        >>> KeyRing(copy, AESGCM(bytes(32))).shared_sealer("u", "c", "otlp-trace-1").seal("x") == a.seal("x")
+        True
+        >>> ring.open(a.seal("x"))
+        'x'
+        """
+        scope = Scope(user, collection, session)
+        return self.shared_sealers([scope])[scope]
+
+    def shared_sealers(self, scopes: Iterable[Scope]) -> dict[Scope, SivSealer]:
+        """:meth:`shared_sealer` for several scopes at once: one read of the key store, the new keys stored
+        together (one OTLP request's traces).
+
+        :param scopes: the scopes.
+        :returns: each scope's :class:`SivSealer`.
+
+        >>> ring = KeyRing(MemoryKeyStore(), AESGCM(bytes(32)))
+        >>> sorted(s.session for s in ring.shared_sealers([Scope("u", "c", "t1"), Scope("u", "c", "t2")]))
+        ['t1', 't2']
+        """
+        wanted = set(scopes)
+        out: dict[Scope, SivSealer] = {}
+        with self._lock:
+            for scope in wanted:
+                found = self._sealers.get(scope)
+                if found is not None:
+                    self._sealers.move_to_end(scope)
+                    out[scope] = found
+        missing = [scope for scope in wanted if scope not in out]
+        if not missing:
+            return out
+        with self._create:
+            self.refresh()
+            new: list[tuple[str, bytes]] = []
+            for scope in missing:
+                with self._lock:
+                    live = self._by_scope.get(scope)
+                    kid = min(live) if live else ""
+                    key = live[kid] if live else b""
+                if not kid:
+                    key = AESGCM.generate_key(bit_length=256)
+                    kid = f"{scope.session}~{os.urandom(8).hex()}"
+                    new.append((kid, wrap_key(self.master, kid, scope, key)))
+                out[scope] = SivSealer(kid, AESGCM(key), siv_nonce_key(key))
+            put_all(self.store, new)
+            with self._lock:
+                for scope in missing:
+                    self._sealers[scope] = out[scope]
+                while len(self._sealers) > _SESSION_CACHE:
+                    self._sealers.popitem(last=False)
+        return out
+
     # -- the readers' side --------------------------------------------------------------
 
     def refresh(self) -> None:
@@ -319,14 +463,18 @@ class KeyRing:
         with self._lock:
             for kid, record in records:
                 if record is None:
-                    self._keys.pop(kid, None)
+                    gone = self._keys.pop(kid, None)
                     self._erased.add(kid)
+                    if gone is not None:
+                        self._by_scope.get(gone[0], {}).pop(kid, None)
                     continue
                 try:
-                    self._keys[kid] = (scope_of(record), AESGCM(unwrap_key(self.master, kid, record)[1]))
-                    self._erased.discard(kid)
+                    scope, key = unwrap_key(self.master, kid, record)
                 except (ValueError, KeyError) as exc:
                     raise ConfigError(f"unreadable record {kid!r} in the keys topic: {exc}") from exc
+                self._keys[kid] = (scope, AESGCM(key))
+                self._by_scope.setdefault(scope, {})[kid] = key
+                self._erased.discard(kid)
 
     def cipher(self, kid: str) -> AESGCM | None:
         """The data key ``kid``, or ``None`` once erased."""
@@ -362,6 +510,10 @@ class KeyRing:
                 self._erased.add(kid)
             for key in [k for k in self._sessions if Scope(*k).matches(user, collection, session)]:
                 del self._sessions[key]
+            for scope in [k for k in self._sealers if k.matches(user, collection, session)]:
+                del self._sealers[scope]
+            for scope in [k for k in self._by_scope if k.matches(user, collection, session)]:
+                del self._by_scope[scope]
         return gone
 
 

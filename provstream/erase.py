@@ -9,7 +9,9 @@ Three steps, each idempotent (an interrupted erase is simply run again):
 3. the triples topic: one retraction record per erased session
    (:func:`provstream.topics.retraction_record`), after the session's triples
    on its partition, so live consumers act on it (the sink deletes the nodes
-   it may have rewritten meanwhile, follow forgets the keys).
+   it may have rewritten meanwhile, follow forgets the keys), and one per
+   OTLP trace whose key was tombstoned (session ``otlp-trace-<trace id>``:
+   the receiver seals a trace's spans under one key, so its readers forget it).
 
 With ``PROVSTREAM_ENCRYPT=0`` only steps 2 and 3 happen and a replay restores
 the erased traces (the events topic holds them in clear): :class:`EraseReport`
@@ -25,7 +27,7 @@ from kafka.errors import KafkaError
 
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core import vocab as v
-from provstream.crypto import scope_of
+from provstream.crypto import TRACE_SCOPE_PREFIX, scope_of
 from provstream.errors import ConfigError, ProvstreamError
 from provstream.keys import KafkaKeyStore
 from provstream.security import check_kafka, kafka_python_options
@@ -43,15 +45,19 @@ class EraseReport:
     nodes: int = 0
     sessions: list[tuple[str, str, str]] = field(default_factory=list)
     encrypted: bool = True
+    traces: list[tuple[str, str, str]] = field(default_factory=list)  # OTLP traces' key scopes (retracted too)
 
     def summary(self) -> str:
         """One line for the terminal.
 
         >>> EraseReport(2, 9, [("u", "c", "s1")]).summary()
         'erased 1 session(s): 2 data key(s) tombstoned, 9 Neo4j node(s) deleted, 1 retraction(s) sent'
+        >>> EraseReport(2, 9, [("u", "c", "s1")], traces=[("u", "c", "otlp-trace-ab")]).summary()[:42]
+        'erased 1 session(s) and 1 OTLP trace(s): 2'
         """
-        line = (f"erased {len(self.sessions)} session(s): {self.keys} data key(s) tombstoned, "
-                f"{self.nodes} Neo4j node(s) deleted, {len(self.sessions)} retraction(s) sent")
+        traces = f" and {len(self.traces)} OTLP trace(s)" if self.traces else ""
+        line = (f"erased {len(self.sessions)} session(s){traces}: {self.keys} data key(s) tombstoned, "
+                f"{self.nodes} Neo4j node(s) deleted, {len(self.sessions) + len(self.traces)} retraction(s) sent")
         if not self.encrypted:
             line += " (PROVSTREAM_ENCRYPT=0: a replay would restore them from the events topic)"
         return line
@@ -109,8 +115,9 @@ def erase(settings: Settings, user: str, collection: str | None = None, session:
     with Neo4jStore(settings) as store:
         report.nodes, sessions = store.erase(user=user, collection=collection, session=session)
     found.update(sessions)
-    report.sessions = sorted(found)
-    _retract(settings, report.sessions)
+    report.sessions = sorted(f for f in found if not f[2].startswith(TRACE_SCOPE_PREFIX))
+    report.traces = sorted(f for f in found if f[2].startswith(TRACE_SCOPE_PREFIX))  # their readers forget the key
+    _retract(settings, report.sessions + report.traces)
     return report
 
 

@@ -110,6 +110,23 @@ class KafkaKeyStore:
             except KafkaError as exc:
                 raise ProvstreamError(f"cannot write the keys topic {self.settings.keys_topic}: {exc}") from exc
 
+    def put_many(self, records: list[tuple[str, bytes]]) -> None:
+        """Store several records together (sent at once, then every acknowledgement awaited)."""
+        if not records:
+            return
+        with self._lock:
+            try:
+                if self._producer is None:
+                    self._producer = KafkaProducer(**self._options(), acks="all", linger_ms=0,
+                                                   client_id=f"provstream-keys-{self.role}")
+                sent = [self._producer.send(self.settings.keys_topic, key=kid.encode(), value=record)
+                        for kid, record in records]
+                self._producer.flush(PUT_TIMEOUT_S)
+                for future in sent:
+                    future.get(PUT_TIMEOUT_S)
+            except KafkaError as exc:
+                raise ProvstreamError(f"cannot write the keys topic {self.settings.keys_topic}: {exc}") from exc
+
     def read_new(self) -> list[tuple[str, bytes | None]]:
         """The records appended since the last call, up to the topic's end when called."""
         with self._lock:

@@ -34,6 +34,13 @@ the table is in ``docs/integrations.md``):
 * conclusion: the final assistant text of the agent span's
   ``gen_ai.output.messages`` [``output.value``], else of the last ``chat``.
 
+With ``PROVSTREAM_ENCRYPT=1`` the receiver has sealed the texts
+(:mod:`provstream.codec.otlp_seal`) so that this module reads them unopened:
+messages keep their structure in clear with one sealed text each, sealed
+tool arguments are passed through as the step's arguments
+(:func:`~provstream.codec.otlp.arguments_text`), and equal texts of a trace
+are equal sealed strings (the answer comparison below works on them).
+
 Spans end before their parents, so an SDK exports an agent's children
 before the agent span: a session is translated as soon as its agent span
 arrives after at least one of its descendants. An agent span that arrives
@@ -46,7 +53,6 @@ counted as late. Neither is an error.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import uuid
@@ -56,11 +62,12 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+from provstream.codec.otlp import arguments_text, chunk_id, kind_of, scope_names
+from provstream.codec.otlp import text_of as _str
 from provstream.core import events as ev
 from provstream.core.vocab import Mechanism
 
 NAMESPACE = uuid.UUID("6f1c1d52-3c1e-5b8e-9a57-0b5d7a1f0e21")  # provstream OTLP ids (fixed for ever)
-CHAT_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _OI_MESSAGE = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
 _OI_TOOL_CALL = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)$")
@@ -106,26 +113,6 @@ def session_id(trace_id: str, span_id: str) -> str:
 def event_id(session: str, step_key: str) -> str:
     """The event id of step ``step_key`` (``question``, ``i3``, ``final``, ...) of ``session``."""
     return str(uuid.uuid5(NAMESPACE, f"{session}#{step_key}"))
-
-
-def kind_of(attributes: Mapping[str, Any]) -> str:
-    """``agent``, ``chat``, ``tool``, ``retrieval`` or ``other``, from ``gen_ai.operation.name`` or
-    ``openinference.span.kind``.
-
-    >>> kind_of({"gen_ai.operation.name": "execute_tool"}), kind_of({"openinference.span.kind": "LLM"})
-    ('tool', 'chat')
-    """
-    op = attributes.get("gen_ai.operation.name")
-    oi = attributes.get("openinference.span.kind")
-    if op == "invoke_agent" or oi == "AGENT":
-        return "agent"
-    if op in CHAT_OPERATIONS or oi == "LLM":
-        return "chat"
-    if op == "execute_tool" or oi == "TOOL":
-        return "tool"
-    if op == "retrieval" or oi == "RETRIEVER":
-        return "retrieval"
-    return "other"
 
 
 def step(state: State | None, records: Iterable[Record], now: float, *, scope: Scope = Scope(),
@@ -273,7 +260,7 @@ class _Step:
     start: int
     thought: str = ""
     action: str = ""
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: str = "{}"  # canonical JSON text (arguments_text), or sealed by the receiver
     observation: str = ""
     tool: str | None = None  # the matched execute_tool span
 
@@ -293,7 +280,7 @@ def _session_events(trace: str, spans: Mapping[str, Record], children: Mapping[s
                     default: Scope) -> list[ev.Event]:
     a = spans[agent]
     sid = session_id(trace, agent)
-    user, collection = a["u"] or default.user, a["c"] or default.collection
+    user, collection = scope_names(a["u"], a["c"], default.user, default.collection)
     below = _subtree(spans, children, agent)
     order = sorted(below, key=lambda s: (spans[s]["s"], spans[s]["o"]))
     chats = [s for s in order if spans[s]["k"] == "chat"]
@@ -325,7 +312,7 @@ def _session_events(trace: str, spans: Mapping[str, Record], children: Mapping[s
         for j, (call_id, name, arguments) in enumerate(calls):
             tool = _match(spans, tools, used, call_id)
             s = _Step((start, j, c), start, thought=text if j == 0 else "", action=name,
-                      arguments=_arguments(arguments))
+                      arguments=arguments_text(arguments))
             if tool is not None:
                 used.add(tool)
                 _fill_from_tool(s, spans[tool]["a"], spans[tool]["n"])
@@ -357,7 +344,7 @@ def _session_events(trace: str, spans: Mapping[str, Record], children: Mapping[s
                 subs.extend(_docrag_events(trace, spans[retrieval], retrieval, s.observation, user, collection))
                 subtrace = ev.SubTrace(Mechanism.DOCRAG, session_id(trace, retrieval))
         events.append(_event(sid, f"i{n}", n, s.start, ev.AgentIteration(
-            iteration=n, thought=s.thought, action=s.action, arguments=_canonical(s.arguments),
+            iteration=n, thought=s.thought, action=s.action, arguments=s.arguments,
             observation=s.observation, subtrace=subtrace), user, collection))
     events.append(_event(sid, "final", len(steps) + 1, a["e"] or a["s"],
                          ev.AgentConclusion(answer, len(steps)), user, collection))
@@ -368,7 +355,7 @@ def _docrag_events(trace: str, r: Record, span: str, synthesis: str, user: str, 
     sid = session_id(trace, span)
     attrs = r["a"]
     query = _str(attrs.get("gen_ai.retrieval.query.text", attrs.get("input.value", "")))
-    chunks = tuple(_chunk(d) for d in _documents(attrs))
+    chunks = tuple(chunk_id(d) for d in _documents(attrs))
     return [
         _event(sid, "question", 0, r["s"], ev.DocRagQuestion(query), user, collection, Mechanism.DOCRAG),
         _event(sid, "exploration", 1, r["s"], ev.DocRagExploration(len(chunks), chunks), user, collection,
@@ -393,14 +380,6 @@ def time_of(ns: int) -> datetime:
 
 
 # -- attributes -------------------------------------------------------------------
-
-def _str(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
 
 def _messages(attrs: Mapping[str, Any], direction: str) -> list[dict[str, Any]] | None:
     """``gen_ai.{input,output}.messages`` (JSON), else OpenInference ``llm.{input,output}_messages.*``."""
@@ -504,28 +483,11 @@ def _fill_from_tool(s: _Step, attrs: Mapping[str, Any], span_name: str) -> None:
     args = attrs.get("gen_ai.tool.call.arguments",
                      attrs.get("input.value") if attrs.get("openinference.span.kind") == "TOOL" else None)
     if args is not None:
-        s.arguments = _arguments(args)
+        s.arguments = arguments_text(args)
     result = attrs.get("gen_ai.tool.call.result",
                        attrs.get("output.value") if attrs.get("openinference.span.kind") == "TOOL" else None)
     if result is not None:
         s.observation = _str(result)
-
-
-def _arguments(value: Any) -> dict[str, Any]:
-    """Tool call arguments as a JSON object: parsed from JSON text; anything but an object is ``{"value": ...}``."""
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {"value": value}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _canonical(arguments: Mapping[str, Any]) -> str:
-    """The emitter's canonical JSON text (sorted keys, Unicode kept)."""
-    return json.dumps(arguments, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
 def _documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -542,10 +504,3 @@ def _documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
         if m := _OI_DOCUMENT.match(key):
             flat.setdefault(int(m.group(1)), {})[m.group(2)] = value
     return [flat[i] for i in sorted(flat)]
-
-
-def _chunk(document: Mapping[str, Any]) -> str:
-    """A document's id, else ``sha256:<hex>`` of its text."""
-    if document.get("id") not in (None, ""):
-        return _str(document["id"])
-    return "sha256:" + hashlib.sha256(_str(document.get("content")).encode()).hexdigest()

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.trace import Tracer, set_span_in_context
 
 from provstream.codec import records as wire
+from provstream.codec.otlp import chunk_id
 from provstream.connectors import emitter as emitter_module
 from provstream.connectors.emitter import Emitter
 from provstream.connectors.transport import MemoryTransport
@@ -216,10 +217,11 @@ class _Frozen(datetime):
 
 def expected_events(run: Run, rec: Recorded, settings: Settings, monkeypatch: Any, content: bool = True) \
         -> list[ev.Event]:
-    """The events :class:`Emitter` records for ``run`` (and its sub-runs), with the translation's session ids."""
+    """The events :class:`Emitter` records for ``run`` (and its sub-runs), with the translation's session ids
+    (never sealed: what the sink writes to Neo4j once it opened them)."""
     transport = MemoryTransport()
     monkeypatch.setattr(emitter_module, "datetime", _Frozen)
-    with Emitter(settings, transport=transport) as emitter:
+    with Emitter(replace(settings, encrypt=0), transport=transport) as emitter:  # the clear texts, as Neo4j shows
         _drive(emitter, run, rec, content)
     monkeypatch.undo()
     return [wire.decode_event(v) for _, v in transport.sent]
@@ -248,7 +250,7 @@ def _drive(emitter: Emitter, run: Run, rec: Recorded, content: bool) -> Any:
                 _Frozen.at = time_of(start)
                 sub = emitter.docrag(str(c.arguments.get("input", "")), session_id=session_id(rec.trace, rid))
                 assert c.documents is not None
-                sub.explore(len(c.documents), [d["id"] for d in c.documents])
+                sub.explore(len(c.documents), [chunk_id(d) for d in c.documents])  # sha256: of the text if no id
                 sub.synthesize(c.result if content else "")
             if content:
                 a.iteration(thought=turn.thought if j == 0 else "", action=c.name, arguments=c.arguments,

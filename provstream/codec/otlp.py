@@ -14,9 +14,10 @@ returned for part of it.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from google.protobuf.json_format import ParseDict
@@ -25,6 +26,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
+from provstream.core.events import SEALED_PREFIX
+from provstream.crypto import TRACE_SCOPE_PREFIX
 from provstream.errors import ProvstreamError
 
 # Span attributes the translation reads (exact names or prefixes); the rest are dropped from the state.
@@ -32,6 +35,7 @@ KEPT_PREFIXES = ("gen_ai.", "openinference.", "llm.input_messages.", "llm.output
                  "retrieval.documents.", "input.value", "output.value", "session.id", "agent.name")
 USER_ATTRIBUTE = "provstream.user"
 COLLECTION_ATTRIBUTE = "provstream.collection"
+CHAT_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
@@ -231,6 +235,126 @@ def value_of(v: AnyValue) -> Any:
     return None
 
 
+# -- what the receiver (sealing) and the translation both derive -------------------
+# One place, so the receiver seals under the scope the worker later gives the session, and the texts it
+# seals are exactly the ones the translation would have made of the clear values.
+
+def resource_scope(attributes: Iterable[Any]) -> tuple[str, str]:
+    """The ``provstream.user`` / ``provstream.collection`` resource attributes ("" when absent).
+
+    :param attributes: the resource's ``KeyValue`` s
+    :returns: ``(user, collection)``
+
+    >>> from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+    >>> resource_scope([KeyValue(key="provstream.user", value=AnyValue(string_value="alice"))])
+    ('alice', '')
+    """
+    user = collection = ""
+    for kv in attributes:
+        if kv.key == USER_ATTRIBUTE:
+            user = str(value_of(kv.value) or "")
+        elif kv.key == COLLECTION_ATTRIBUTE:
+            collection = str(value_of(kv.value) or "")
+    return user, collection
+
+
+def scope_names(user: str, collection: str, default_user: str, default_collection: str) -> tuple[str, str]:
+    """The user and collection of a span's sessions: the resource's, else the defaults (the settings').
+
+    >>> scope_names("", "c", "trustgraph", "default")
+    ('trustgraph', 'c')
+    """
+    return user or default_user, collection or default_collection
+
+
+def key_scope(trace_id: str, user: str, collection: str, default_user: str, default_collection: str) \
+        -> tuple[str, str, str]:
+    """The scope of the data key the receiver seals a span's texts with: its sessions' user and collection,
+    and ``otlp-trace-<trace id>`` (one key per trace and scope: a span's agent session is often unknown
+    when the span arrives, children being exported before their parents).
+
+    :param trace_id: the trace id in lower-case hex
+    :param user: the resource's ``provstream.user`` ("" when absent); ``collection`` likewise
+    :param default_user: the settings' user; ``default_collection`` likewise
+    :returns: ``(user, collection, session)`` for :meth:`provstream.crypto.KeyRing.shared_sealer`
+
+    >>> key_scope("0af7651916cd43dd8448eb211c80319c", "alice", "", "trustgraph", "default")
+    ('alice', 'default', 'otlp-trace-0af7651916cd43dd8448eb211c80319c')
+    """
+    return (*scope_names(user, collection, default_user, default_collection), TRACE_SCOPE_PREFIX + trace_id)
+
+
+def kind_of(attributes: Mapping[str, Any]) -> str:
+    """``agent``, ``chat``, ``tool``, ``retrieval`` or ``other``, from ``gen_ai.operation.name`` or
+    ``openinference.span.kind``.
+
+    >>> kind_of({"gen_ai.operation.name": "execute_tool"}), kind_of({"openinference.span.kind": "LLM"})
+    ('tool', 'chat')
+    """
+    op = attributes.get("gen_ai.operation.name")
+    oi = attributes.get("openinference.span.kind")
+    if op == "invoke_agent" or oi == "AGENT":
+        return "agent"
+    if op in CHAT_OPERATIONS or oi == "LLM":
+        return "chat"
+    if op == "execute_tool" or oi == "TOOL":
+        return "tool"
+    if op == "retrieval" or oi == "RETRIEVER":
+        return "retrieval"
+    return "other"
+
+
+def text_of(value: Any) -> str:
+    """An attribute value as the text the translation records: strings as they are, others as JSON.
+
+    >>> text_of(None), text_of("x"), text_of({"b": 1})
+    ('', 'x', '{"b": 1}')
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def arguments_text(value: Any) -> str:
+    """Tool call arguments as the emitter's canonical JSON text (sorted keys, Unicode kept); JSON text is
+    parsed first, anything but an object becomes ``{"value": ...}``, nothing is ``{}``. Arguments sealed by
+    the receiver (already canonical before sealing) are returned as they are.
+
+    >>> arguments_text('{"b": 1, "a": "é"}'), arguments_text("6*7"), arguments_text(None)
+    ('{"a": "é", "b": 1}', '{"value": "6*7"}', '{}')
+    >>> json.loads(arguments_text('{"x": NaN}'))
+    {'value': '{"x": NaN}'}
+    """
+    if isinstance(value, str) and value.startswith(SEALED_PREFIX):
+        return value
+    if value is None or value == "":
+        value = {}
+    elif isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = {"value": value}
+    if not isinstance(value, dict):
+        value = {"value": value}
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except ValueError:  # NaN or Infinity (Python's JSON reader takes them; JSON has none): the text as a value
+        return json.dumps({"value": text_of(value)}, ensure_ascii=False, sort_keys=True)
+
+
+def chunk_id(document: Mapping[str, Any]) -> str:
+    """A retrieved document's chunk id: its ``id``, else ``sha256:<hex>`` of its text.
+
+    >>> chunk_id({"id": "d#1"}), chunk_id({"content": ""})[:14]
+    ('d#1', 'sha256:e3b0c44')
+    """
+    if document.get("id") not in (None, ""):
+        return text_of(document["id"])
+    return "sha256:" + hashlib.sha256(text_of(document.get("content")).encode()).hexdigest()
+
+
 def _kept(key: str) -> bool:
     return key.startswith(KEPT_PREFIXES)
 
@@ -253,12 +377,7 @@ def span_records(payload: bytes) -> list[dict[str, Any]]:
     request = parse_protobuf(payload)
     out: list[dict[str, Any]] = []
     for rs in request.resource_spans:
-        user = collection = ""
-        for kv in rs.resource.attributes:
-            if kv.key == USER_ATTRIBUTE:
-                user = str(value_of(kv.value) or "")
-            elif kv.key == COLLECTION_ATTRIBUTE:
-                collection = str(value_of(kv.value) or "")
+        user, collection = resource_scope(rs.resource.attributes)
         for ss in rs.scope_spans:
             for span in ss.spans:
                 out.append({
@@ -285,5 +404,6 @@ def request_of(spans: Iterable[Any], resource_attributes: dict[str, str] | None 
     return request.SerializeToString()
 
 
-__all__ = ["OtlpError", "check", "decompress", "parse_json", "parse_protobuf", "request_of", "span_count",
-           "span_records", "split_by_trace", "value_of"]
+__all__ = ["OtlpError", "arguments_text", "check", "chunk_id", "decompress", "key_scope", "kind_of", "parse_json",
+           "parse_protobuf", "request_of", "resource_scope", "scope_names", "span_count", "span_records",
+           "split_by_trace", "text_of", "value_of"]

@@ -1,7 +1,9 @@
 """The erase acceptance case on a private stack (``make erase-tests``; not in ``make test``).
 
 A private Kafka + Neo4j in ``<repo>/.stack/private-erase`` on ports 25092
-(Kafka), 25093 (controller), 25687 (Bolt), 25474 (HTTP): the test reads the
+(Kafka), 25093 (controller), 25687 (Bolt), 25474 (HTTP), the test's OTLP
+receiver on 25317 (gRPC) / 25318 (HTTP) (all moved by
+``PROVSTREAM_PRIVATE_PORT_OFFSET``): the test reads the
 broker's raw log segment files on disk, which only a stack of its own allows.
 Started once per session, stopped at the end; shared servers are never touched.
 """

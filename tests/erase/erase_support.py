@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_DIR = REPO / ".stack" / "private-erase"
 _OFF = int(os.environ.get("PROVSTREAM_PRIVATE_PORT_OFFSET", "0"))  # two checkouts side by side
 _BASE = {"PROVSTREAM_KAFKA_PORT": "25092", "PROVSTREAM_KAFKA_CONTROLLER_PORT": "25093",
-         "PROVSTREAM_NEO4J_BOLT_PORT": "25687", "PROVSTREAM_NEO4J_HTTP_PORT": "25474"}
+         "PROVSTREAM_NEO4J_BOLT_PORT": "25687", "PROVSTREAM_NEO4J_HTTP_PORT": "25474",
+         "PROVSTREAM_OTLP_GRPC_PORT": "25317", "PROVSTREAM_OTLP_HTTP_PORT": "25318"}
 PORTS = {k: str(int(v) + _OFF) if k.endswith("_PORT") else v for k, v in _BASE.items()}
 
 
@@ -27,3 +33,30 @@ def private_env(**extra: str) -> dict[str, str]:
 def provstream(*args: str, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(Path(sys.executable).parent / "provstream"), *args], env=private_env(**extra),
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@contextmanager
+def otlp_receiver(timeout: float = 60) -> Iterator[subprocess.Popen[str]]:
+    """``provstream otlp`` on the private stack's OTLP ports (encryption on), ready when yielded; always stopped."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "provstream"), "otlp"], env=private_env(),
+                                stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True)
+        try:
+            assert proc.stdout is not None
+            deadline, line = time.monotonic() + timeout, ""
+            while "provstream otlp ready" not in line:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    err.seek(0)
+                    raise AssertionError(f"provstream otlp not ready: {line!r} {err.read()[-3000:]}")
+                if select.select([proc.stdout], [], [], 1)[0]:
+                    line = proc.stdout.readline()
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+            if proc.stdout is not None:
+                proc.stdout.close()

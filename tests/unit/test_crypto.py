@@ -119,5 +119,6 @@ def test_settings_keys_topic_and_acls() -> None:
     assert s.encrypt == 1 and keys_topic_spec(s).topic_configs["segment.ms"] == "500"
     assert Settings().encrypt == 0
     keys = {(g.role, g.operation) for g in grants(s) if g.name == s.keys_topic}
-    assert keys == {("emitter", "WRITE"), ("emitter", "DESCRIBE"), ("sink", "READ"), ("reader", "READ")}
+    assert keys == {("emitter", "WRITE"), ("emitter", "DESCRIBE"), ("otlp", "WRITE"), ("otlp", "DESCRIBE"),
+                    ("otlp", "READ"), ("sink", "READ"), ("reader", "READ")}
     assert not [g for g in grants(Settings()) if g.name == Settings().keys_topic]
