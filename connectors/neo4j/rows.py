@@ -239,16 +239,14 @@ def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Ro
             if node.get(name) is not None:
                 row[name] = node[name]
     for status in rows.statuses:
-        row = out.get(status["iri"])
-        if row is None:
-            row = out[status["iri"]] = {"iri": status["iri"], "props": {}, "labels": []}
+        row = out.setdefault(status["iri"], {"iri": status["iri"], "props": {}, "labels": []})
         row["props"].update(status["scope"])
         row.update({name: status[name] for name in _STATUS_FIELDS})
     for line in lineage:
-        row = out.get(line["iri"])
-        if row is None or row["props"].get("graph", row.get("graph")) != v.GRAPH:
+        found = out.get(line["iri"])
+        if found is None or found["props"].get("graph", found.get("graph")) != v.GRAPH:
             continue
-        kept = row.setdefault("lineage", dict.fromkeys(_LINEAGE_FIELDS))
+        kept = found.setdefault("lineage", dict.fromkeys(_LINEAGE_FIELDS))
         for name in _LINEAGE_FIELDS:
             if kept[name] is None:
                 kept[name] = line[name]
