@@ -2,7 +2,8 @@
 
 Builds ``--sessions`` agent sessions from the bundled ReAct trajectories, folds
 them offline, then writes them with :meth:`Neo4jStore.write` in batches of
-``sink_batch_size`` messages, with offset lineage as the sink passes it (made-up
+``--batch`` messages (default ``sink_batch_size``; the sink's batches are often
+smaller: it also cuts one after ``sink_batch_ms``), with offset lineage as the sink passes it (made-up
 offsets), into an emptied scope: no Kafka, no sink process, so what the Neo4j
 server spends (utime + stime from ``/proc``) is the write's own. ``--warmup``
 sessions are written and deleted first (a fresh server compiles its Cypher and
@@ -11,7 +12,7 @@ median is printed. Each round is also written a second time (a re-delivery:
 MERGE then matches everything).
 
 Usage (against a running stack; a private one, see ``PROVSTREAM_*`` settings):
-``.venv/bin/python bench/bench_store.py [--sessions 3000] [--warmup 1000] [--repeat 3]``.
+``.venv/bin/python bench/bench_store.py [--sessions 3000] [--warmup 1000] [--repeat 3] [--batch 300]``.
 Prints one line per round and ``neo4j cpu/triple: <median> us (write), <median> us (re-delivery)``.
 """
 
@@ -51,13 +52,14 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=3000)
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=0, help="messages per write (default: sink_batch_size)")
     args = parser.parse_args()
     base = Settings.from_env()
     settings = replace(base, collection=f"bench-store-{os.getpid()}")
     server = neo4j_pid(settings)
     if server is None:
         raise SystemExit(f"no Neo4j server of the stack in {settings.stack_dir}")
-    size = settings.sink_batch_size
+    size = args.batch or settings.sink_batch_size
     _, messages = make_data(settings, args.sessions)
     triples = triple_count(messages)
     first, again = [], []
