@@ -202,6 +202,7 @@ def lineage_rows(msg: StepTriples, event: tuple[int, int] | None,
             for iri in subjects]
 
 
+_ALLOWED_LABELS = frozenset(m.LABELS.values())
 _STATUS_FIELDS = ("status", "steps", "expectedSteps", "lateSteps", "missingSteps")
 _LINEAGE_FIELDS = ("eventPartition", "eventOffset", "triplesPartition", "triplesOffset")
 
@@ -218,7 +219,7 @@ def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Ro
         offset the first non-null value is kept (a node that already has one keeps
         it), and only on nodes of the retrieval graph (:data:`vocab.GRAPH`).
     :returns: rows with ``iri`` and ``props`` always (``{}`` if none) and ``labels``
-        (``[]`` if none; only :data:`.model.LABELS` values); ``graph`` for an IRI
+        (``[]`` if none; only :data:`.model.LABELS` values, else :class:`StoreError`); ``graph`` for an IRI
         only ever an object; ``types``/``chunks``/``extra`` when non-empty;
         ``startedAtTime``; the status fields (``steps`` ...) for a question;
         ``lineage``; and a list under each relationship type that starts there
@@ -231,6 +232,8 @@ def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Ro
     for obj in rows.objects:
         out[obj["iri"]] = {"iri": obj["iri"], "graph": obj["graph"], "props": {}, "labels": []}
     for node in rows.nodes:
+        if not _ALLOWED_LABELS.issuperset(node["labels"]):  # they reach SET n:$(...): never one from data
+            raise StoreError(f"labels {node['labels']} of <{node['iri']}> are not all in the model's allow-list")
         row = out[node["iri"]] = {"iri": node["iri"], "props": dict(node["props"]), "labels": node["labels"]}
         for key in ("types", "chunks", "extra"):
             if node[key]:

@@ -10,14 +10,18 @@ and relationships, batch after batch, including re-delivered and reordered ones.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from provstream.connectors.neo4j import cypher, model
 from provstream.connectors.neo4j.image import GraphImage, Moment
 from provstream.connectors.neo4j.rows import Row, build_rows, lineage_rows, write_rows
 from provstream.core import vocab as v
 from provstream.core.triples import Iri, Literal, StepTriples, Triple
+from provstream.errors import StoreError
 from provstream.testing import fold_all, load_trajectories, scenario, trajectory_events
 
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -140,3 +144,10 @@ def test_the_statement_names_only_allow_listed_relationship_types() -> None:
     for rel_type in cypher.RELATIONSHIP_TYPES:
         assert f"UNWIND row.{rel_type} AS rel" in cypher.WRITE_BATCH
     assert re.findall(r"n:\$\((.*?)\)", cypher.WRITE_BATCH) == ["row.labels"]
+
+
+def test_a_label_outside_the_allow_list_never_reaches_the_statement() -> None:
+    rows = build_rows(_messages()[:1])
+    forged = replace(rows, nodes=({**rows.nodes[0], "labels": ["Question`) DETACH DELETE n //"]},))
+    with pytest.raises(StoreError, match="allow-list"):
+        write_rows(forged)
