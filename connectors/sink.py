@@ -280,8 +280,7 @@ class Sink:
     def _write(self, items: list[tuple[Record, StepTriples]]) -> None:
         messages = [msg for _, msg in items]
         began = time.monotonic()
-        self.stats.rows += self.store.write(messages)
-        self.store.write_lineage([row for record, msg in items for row in lineage_rows(
+        self.stats.rows += self.store.write(messages, [row for record, msg in items for row in lineage_rows(
             msg, source_of(record.headers), (record.partition, record.offset))])
         self.stats.triples += triple_count(messages)
         log.info("wrote %d messages (%d triples) in %.2f s", len(messages), triple_count(messages),

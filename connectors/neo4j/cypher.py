@@ -17,82 +17,68 @@ SCHEMA: Final[tuple[LiteralString, ...]] = (
 )
 AWAIT_INDEXES: Final[LiteralString] = "CALL db.awaitIndexes(300)"
 
-# -- write (nodes before relationships) ---------------------------------------
+# -- write (one statement per batch: every node, then every relationship) ------
 
-MERGE_OBJECTS: Final[LiteralString] = """
+# One row per IRI (rows.write_rows): its own properties, labels, list values,
+# status, offset lineage and outgoing relationships, each present only if the batch
+# has them. Labels are set with a dynamic label expression; the row's labels come
+# only from model.LABELS (rows.write_rows never takes one from data). The collect
+# ends the node pass before any relationship is merged, so every end node exists.
+# Status never regresses to fewer steps (a redelivered or replayed older message);
+# of each lineage offset the first value written is kept.
+WRITE_BATCH: Final[LiteralString] = """
 UNWIND $rows AS row
 MERGE (n:Resource {iri: row.iri})
-ON CREATE SET n.graph = row.graph
-"""
-
-# Labels: one FOREACH per allow-listed label, so the text stays constant.
-MERGE_NODES: Final[LiteralString] = """
-UNWIND $rows AS row
-MERGE (n:Resource {iri: row.iri})
-SET n += row.props, n.startedAtTime = coalesce(datetime(row.startedAtTime), n.startedAtTime)
-WITH n, row,
-     [t IN row.types WHERE NOT t IN coalesce(n.types, [])] AS newTypes,
-     [c IN row.chunks WHERE NOT c IN coalesce(n.selectedChunk, [])] AS newChunks,
-     [x IN row.extra WHERE NOT x IN coalesce(n.extraLiterals, [])] AS newExtra
-SET n.types = CASE WHEN size(newTypes) = 0 THEN n.types ELSE coalesce(n.types, []) + newTypes END,
-    n.selectedChunk = CASE WHEN size(newChunks) = 0 THEN n.selectedChunk
-                           ELSE coalesce(n.selectedChunk, []) + newChunks END,
-    n.extraLiterals = CASE WHEN size(newExtra) = 0 THEN n.extraLiterals
-                           ELSE coalesce(n.extraLiterals, []) + newExtra END
-FOREACH (_ IN CASE WHEN 'Activity' IN row.labels THEN [1] ELSE [] END | SET n:Activity)
-FOREACH (_ IN CASE WHEN 'Entity' IN row.labels THEN [1] ELSE [] END | SET n:Entity)
-FOREACH (_ IN CASE WHEN 'Question' IN row.labels THEN [1] ELSE [] END | SET n:Question)
-FOREACH (_ IN CASE WHEN 'AgentQuestion' IN row.labels THEN [1] ELSE [] END | SET n:AgentQuestion)
-FOREACH (_ IN CASE WHEN 'GraphRagQuestion' IN row.labels THEN [1] ELSE [] END | SET n:GraphRagQuestion)
-FOREACH (_ IN CASE WHEN 'DocRagQuestion' IN row.labels THEN [1] ELSE [] END | SET n:DocRagQuestion)
-FOREACH (_ IN CASE WHEN 'Analysis' IN row.labels THEN [1] ELSE [] END | SET n:Analysis)
-FOREACH (_ IN CASE WHEN 'Conclusion' IN row.labels THEN [1] ELSE [] END | SET n:Conclusion)
-FOREACH (_ IN CASE WHEN 'Exploration' IN row.labels THEN [1] ELSE [] END | SET n:Exploration)
-FOREACH (_ IN CASE WHEN 'Focus' IN row.labels THEN [1] ELSE [] END | SET n:Focus)
-FOREACH (_ IN CASE WHEN 'Synthesis' IN row.labels THEN [1] ELSE [] END | SET n:Synthesis)
-"""
-
-# Status never regresses to fewer steps (a redelivered or replayed older message).
-MERGE_STATUS: Final[LiteralString] = """
-UNWIND $rows AS row
-MERGE (q:Resource {iri: row.iri})
-SET q += row.scope
-WITH q, row
-WHERE q.steps IS NULL OR q.steps <= row.steps
-SET q.status = row.status, q.steps = row.steps, q.expectedSteps = row.expectedSteps,
-    q.lateSteps = row.lateSteps, q.missingSteps = row.missingSteps
-"""
-
-MERGE_RELATIONSHIPS: Final[dict[str, LiteralString]] = {
-    "wasDerivedFrom": """
-UNWIND $rows AS row
-MATCH (s:Resource {iri: row.s})
-MATCH (o:Resource {iri: row.o})
-MERGE (s)-[r:wasDerivedFrom]->(o)
-SET r.graph = row.graph
-""",
-    "wasGeneratedBy": """
-UNWIND $rows AS row
-MATCH (s:Resource {iri: row.s})
-MATCH (o:Resource {iri: row.o})
-MERGE (s)-[r:wasGeneratedBy]->(o)
-SET r.graph = row.graph
-""",
-    "selectedEdge": """
-UNWIND $rows AS row
-MATCH (s:Resource {iri: row.s})
-MATCH (o:Resource {iri: row.o})
-MERGE (s)-[r:selectedEdge]->(o)
-SET r.graph = row.graph
-""",
-    "LINK": """
-UNWIND $rows AS row
-MATCH (s:Resource {iri: row.s})
-MATCH (o:Resource {iri: row.o})
-MERGE (s)-[r:LINK {predicate: row.predicate}]->(o)
-SET r.graph = row.graph
-""",
+ON CREATE SET n.graph = row.graph, n.types = row.types, n.selectedChunk = row.chunks, n.extraLiterals = row.extra
+ON MATCH SET
+  n.types = CASE WHEN row.types IS NULL THEN n.types
+                 ELSE coalesce(n.types, []) + [t IN row.types WHERE NOT t IN coalesce(n.types, [])] END,
+  n.selectedChunk = CASE WHEN row.chunks IS NULL THEN n.selectedChunk
+                         ELSE coalesce(n.selectedChunk, [])
+                              + [c IN row.chunks WHERE NOT c IN coalesce(n.selectedChunk, [])] END,
+  n.extraLiterals = CASE WHEN row.extra IS NULL THEN n.extraLiterals
+                         ELSE coalesce(n.extraLiterals, [])
+                              + [x IN row.extra WHERE NOT x IN coalesce(n.extraLiterals, [])] END
+SET n += row.props, n.startedAtTime = coalesce(datetime(row.startedAtTime), n.startedAtTime), n:$(row.labels)
+FOREACH (_ IN CASE WHEN row.steps IS NOT NULL AND (n.steps IS NULL OR n.steps <= row.steps) THEN [1] ELSE [] END |
+  SET n.status = row.status, n.steps = row.steps, n.expectedSteps = row.expectedSteps,
+      n.lateSteps = row.lateSteps, n.missingSteps = row.missingSteps)
+FOREACH (l IN CASE WHEN row.lineage IS NULL THEN [] ELSE [row.lineage] END |
+  SET n.eventPartition = coalesce(n.eventPartition, l.eventPartition),
+      n.eventOffset = coalesce(n.eventOffset, l.eventOffset),
+      n.triplesPartition = coalesce(n.triplesPartition, l.triplesPartition),
+      n.triplesOffset = coalesce(n.triplesOffset, l.triplesOffset))
+WITH collect([n, row]) AS written
+UNWIND written AS pair
+WITH pair[0] AS n, pair[1] AS row
+CALL (n, row) {
+  UNWIND row.wasDerivedFrom AS rel
+  MATCH (o:Resource {iri: rel.o})
+  MERGE (n)-[r:wasDerivedFrom]->(o)
+  SET r.graph = rel.graph
 }
+CALL (n, row) {
+  UNWIND row.wasGeneratedBy AS rel
+  MATCH (o:Resource {iri: rel.o})
+  MERGE (n)-[r:wasGeneratedBy]->(o)
+  SET r.graph = rel.graph
+}
+CALL (n, row) {
+  UNWIND row.selectedEdge AS rel
+  MATCH (o:Resource {iri: rel.o})
+  MERGE (n)-[r:selectedEdge]->(o)
+  SET r.graph = rel.graph
+}
+CALL (n, row) {
+  UNWIND row.LINK AS rel
+  MATCH (o:Resource {iri: rel.o})
+  MERGE (n)-[r:LINK {predicate: rel.predicate}]->(o)
+  SET r.graph = rel.graph
+}
+"""
+
+# The relationship types WRITE_BATCH merges (one CALL each; a row's key of that name lists them).
+RELATIONSHIP_TYPES: Final = ("wasDerivedFrom", "wasGeneratedBy", "selectedEdge", "LINK")
 
 # -- bulk rebuild (connectors/bulk.py) ----------------------------------------
 
@@ -244,17 +230,6 @@ RETURN q.iri AS iri, q.session AS session, q.mechanism AS mechanism, q.query AS 
        q.startedAtTime AS time, q.status AS status, q.steps AS steps, q.expectedSteps AS expected,
        q.lateSteps AS late, q.missingSteps AS missing
 ORDER BY q.iri
-"""
-
-# Offset lineage: where each node came from (the first event and triples record that wrote it is kept).
-SET_LINEAGE: Final[LiteralString] = """
-UNWIND $rows AS row
-MATCH (n:Resource {iri: row.iri})
-WHERE n.graph = $graph
-SET n.eventPartition = coalesce(n.eventPartition, row.eventPartition),
-    n.eventOffset = coalesce(n.eventOffset, row.eventOffset),
-    n.triplesPartition = coalesce(n.triplesPartition, row.triplesPartition),
-    n.triplesOffset = coalesce(n.triplesOffset, row.triplesOffset)
 """
 
 SESSION_LINEAGE: Final[LiteralString] = """

@@ -2,21 +2,24 @@
 
 The bulk rebuild (:mod:`provstream.connectors.bulk`) does not re-map triples
 itself: each batch goes through the sink's own :func:`.rows.build_rows` and
-:func:`.rows.lineage_rows`, and :class:`GraphImage` applies the resulting rows
-with the semantics of the constant statements in :mod:`.cypher`, in the order
-:meth:`Neo4jStore.write` runs them:
+:func:`.rows.lineage_rows`, and :class:`GraphImage` applies the resulting row
+groups with the semantics of :data:`.cypher.WRITE_BATCH`, the one statement
+:meth:`Neo4jStore.write` runs per batch (on :func:`.rows.write_rows`, the same
+groups folded into one row per IRI); group by group, that is:
 
-* ``MERGE_OBJECTS``: create ``(:Resource {iri, graph})`` if missing;
-* ``MERGE_NODES``: ``SET n += row.props``; ``startedAtTime`` kept unless the
+* object-only IRIs: create ``(:Resource {iri, graph})`` if missing;
+* nodes: ``SET n += row.props``; ``startedAtTime`` kept unless the
   row has one; ``types`` / ``selectedChunk`` / ``extraLiterals`` appended
   without duplicates (left absent while empty); the row's labels added;
-* ``MERGE_STATUS``: ``SET q += scope``; the status fields only when the row
+* statuses: ``SET q += scope``; the status fields only when the row
   has at least as many steps as the node (``missingSteps`` may be ``[]``);
-* ``MERGE_RELATIONSHIPS``: one relationship per (start, type, end[, predicate]),
-  ``graph`` set;
-* ``SET_LINEAGE``: each of the four offsets kept from the first row that had it
+* relationships: one per (start, type, end[, predicate]), ``graph`` set;
+* lineage: each of the four offsets kept from the first row that had it
   (nodes of the retrieval graph only);
 * ``ERASE_BATCH`` + ``DELETE_ORPHANS_BATCH`` for a retraction record.
+
+``tests/unit/test_neo4j_write_rows.py`` checks that WRITE_BATCH's row-per-IRI
+form leaves the graph these groups leave.
 
 ``tests/unit/test_bulk_image.py`` checks these rules without servers; ``tests/bulk``
 (``make bulk-tests``) compares an imported graph with the streamed one, every
@@ -122,7 +125,7 @@ class GraphImage:
                 self._merge_relationship(rel_type, row)
 
     def set_lineage(self, rows: Iterable[Row]) -> None:
-        """``SET_LINEAGE``: the first known value of each offset is kept, on retrieval-graph nodes only."""
+        """The lineage: the first known value of each offset is kept, on retrieval-graph nodes only."""
         for row in rows:
             node = self._nodes.get(row["iri"])
             if node is None or node.props.get("graph") != v.GRAPH:

@@ -2,9 +2,11 @@
 
 One row per node (all of a batch's triples about one subject merged), one row
 per object-only IRI, one status row per question (the one with most steps),
-and relationship rows grouped by relationship type. The store sends each group
-with its own constant ``UNWIND $rows ... MERGE`` query (see
-:mod:`.cypher`); values travel only as parameters.
+and relationship rows grouped by relationship type (:class:`Rows`, what the bulk
+rebuild's :class:`.image.GraphImage` applies). :func:`write_rows` folds them, with
+the offset lineage, into one row per IRI for the store's single constant
+``UNWIND $rows ... MERGE`` statement (:data:`.cypher.WRITE_BATCH`); values travel
+only as parameters.
 
 A triple the model cannot hold losslessly raises :class:`StoreError` (the sink
 dead-letters that message): a quoted triple under a predicate other than
@@ -191,10 +193,68 @@ def lineage_rows(msg: StepTriples, event: tuple[int, int] | None,
     :param msg: the triples message.
     :param event: (partition, offset) of the events record it was folded from, if known.
     :param triples: (partition, offset) of the triples record that carried it, if known.
-    :returns: one row per subject IRI, for :meth:`Neo4jStore.write_lineage`.
+    :returns: one row per subject IRI, for :meth:`Neo4jStore.write`'s ``lineage``.
     """
     ep, eo = event if event is not None else (None, None)
     tp, to = triples if triples is not None else (None, None)
     subjects = dict.fromkeys(t.s.value for t in msg.triples)
     return [{"iri": iri, "eventPartition": ep, "eventOffset": eo, "triplesPartition": tp, "triplesOffset": to}
             for iri in subjects]
+
+
+_ALLOWED_LABELS = frozenset(m.LABELS.values())
+_STATUS_FIELDS = ("status", "steps", "expectedSteps", "lateSteps", "missingSteps")
+_LINEAGE_FIELDS = ("eventPartition", "eventOffset", "triplesPartition", "triplesOffset")
+
+
+def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Row]:
+    """One row per IRI for :data:`.cypher.WRITE_BATCH`: the batch's rows and lineage, folded (pure).
+
+    The statement applies a row's parts in the order the separate groups of
+    :class:`Rows` would be applied (object, node, status, lineage), and every
+    relationship after every node, so the graph is the one the groups describe.
+
+    :param rows: what :func:`build_rows` made of a batch.
+    :param lineage: :func:`lineage_rows` of its messages, in batch order: of each
+        offset the first non-null value is kept (a node that already has one keeps
+        it), and only on nodes of the retrieval graph (:data:`vocab.GRAPH`).
+    :returns: rows with ``iri`` and ``props`` always (``{}`` if none) and ``labels``
+        (``[]`` if none; only :data:`.model.LABELS` values, else :class:`StoreError`); ``graph`` for an IRI
+        only ever an object; ``types``/``chunks``/``extra`` when non-empty;
+        ``startedAtTime``; the status fields (``steps`` ...) for a question;
+        ``lineage``; and a list under each relationship type that starts there
+        (``{"o", "graph"[, "predicate"]}``).
+
+    Example: ``write_rows(build_rows([msg]), lineage_rows(msg, None, (0, 7)))`` is a
+    list with one row per subject and object IRI of ``msg``.
+    """
+    out: dict[str, Row] = {}
+    for obj in rows.objects:
+        out[obj["iri"]] = {"iri": obj["iri"], "graph": obj["graph"], "props": {}, "labels": []}
+    for node in rows.nodes:
+        if not _ALLOWED_LABELS.issuperset(node["labels"]):  # they reach SET n:$(...): never one from data
+            raise StoreError(f"labels {node['labels']} of <{node['iri']}> are not all in the model's allow-list")
+        row = out[node["iri"]] = {"iri": node["iri"], "props": dict(node["props"]), "labels": node["labels"]}
+        for key in ("types", "chunks", "extra"):
+            if node[key]:
+                row[key] = node[key]
+        for name in m.DATETIME_PROPS.values():
+            if node.get(name) is not None:
+                row[name] = node[name]
+    for status in rows.statuses:
+        row = out.setdefault(status["iri"], {"iri": status["iri"], "props": {}, "labels": []})
+        row["props"].update(status["scope"])
+        row.update({name: status[name] for name in _STATUS_FIELDS})
+    for line in lineage:
+        found = out.get(line["iri"])
+        if found is None or found["props"].get("graph", found.get("graph")) != v.GRAPH:
+            continue
+        kept = found.setdefault("lineage", dict.fromkeys(_LINEAGE_FIELDS))
+        for name in _LINEAGE_FIELDS:
+            if kept[name] is None:
+                kept[name] = line[name]
+    for rel_type, group in rows.relationships.items():
+        for rel in group:
+            item = {k: x for k, x in rel.items() if k != "s"}
+            out[rel["s"]].setdefault(rel_type, []).append(item)
+    return list(out.values())

@@ -9,7 +9,7 @@ everything else :class:`StoreError`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, LiteralString
 
 from neo4j import ManagedTransaction
@@ -20,7 +20,7 @@ from neo4j.exceptions import (
 from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.driver import DriverOwner, translated
 from provstream.connectors.neo4j.rebuild import node_triples
-from provstream.connectors.neo4j.rows import Rows, build_rows
+from provstream.connectors.neo4j.rows import build_rows, write_rows
 from provstream.core import vocab as v
 from provstream.core.triples import StepTriples, Triple
 from provstream.errors import StoreError, TraceNotFound
@@ -67,24 +67,23 @@ class Neo4jStore(DriverOwner):
 
     # -- write ------------------------------------------------------------------
 
-    def write(self, batch: Sequence[StepTriples]) -> int:
-        """Write a batch in one managed transaction; return the number of rows written."""
+    def write(self, batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = ()) -> int:
+        """Write a batch, with its offset lineage, in one managed transaction of one statement.
+
+        :param batch: the triples messages (any order gives the same graph).
+        :param lineage: :func:`.rows.lineage_rows` of its messages, in batch order: records on
+            each node where it came from (of each offset the first value written is kept).
+        :returns: the number of rows of :func:`.rows.build_rows` written (0: nothing to write).
+
+        Example: ``store.write([msg], lineage_rows(msg, (0, 41), (0, 40)))``.
+        """
         rows = build_rows(batch)
         if rows.count == 0:
             return 0
+        params = write_rows(rows, lineage)
         with translated(f"writing {len(batch)} triples messages", self._settings), self._session() as session:
-            return session.execute_write(_write_rows, rows)
-
-    def write_lineage(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Record on each node where it came from: ``{"iri", "eventPartition", "eventOffset",
-        "triplesPartition", "triplesOffset"}`` per row (``None`` where unknown; the first value kept).
-
-        Example: ``store.write_lineage(lineage_rows(msg, (0, 41), (0, 40)))``.
-        """
-        if not rows:
-            return
-        with translated(f"recording the lineage of {len(rows)} nodes"), self._session() as session:
-            session.execute_write(lambda tx: tx.run(q.SET_LINEAGE, rows=list(rows), graph=v.GRAPH).consume())
+            session.execute_write(_write_batch, params)
+        return rows.count
 
     def lineage(self, question_iri: str, *, user: str, collection: str) -> dict[str, dict[str, int | None]]:
         """The recorded lineage of every node of the trace, by IRI (nodes without any are left out)."""
@@ -171,18 +170,8 @@ class Neo4jStore(DriverOwner):
 # each must be idempotent: they only MERGE, SET to values from the batch, read,
 # or delete what matches.
 
-def _write_rows(tx: ManagedTransaction, rows: Rows) -> int:
-    _run_if(tx, q.MERGE_OBJECTS, rows.objects)
-    _run_if(tx, q.MERGE_NODES, rows.nodes)
-    _run_if(tx, q.MERGE_STATUS, rows.statuses)
-    for rel_type, rel_rows in rows.relationships.items():
-        _run_if(tx, q.MERGE_RELATIONSHIPS[rel_type], rel_rows)
-    return rows.count
-
-
-def _run_if(tx: ManagedTransaction, statement: LiteralString, rows: Sequence[dict[str, Any]]) -> None:
-    if rows:
-        tx.run(statement, rows=list(rows)).consume()
+def _write_batch(tx: ManagedTransaction, rows: list[dict[str, Any]]) -> None:
+    tx.run(q.WRITE_BATCH, rows=rows).consume()
 
 
 def _single(tx: ManagedTransaction, statement: LiteralString, **params: Any) -> Any:

@@ -8,10 +8,10 @@ repository root, on a private stack that run.sh started. Steps:
   (as bench/bench_sink.py does) and produce the StepTriples messages twice, with the
   same keys (session id) and so the same partitions: Avro (the project's wire format)
   on ``peer.<id>.avro`` for provstream, and JSON on ``peer.<id>.json`` for the
-  connector. A JSON message is ``build_rows([message])`` (the project's own row
-  builder) rendered as JSON: the connector's Cypher then runs exactly the
-  project's statements (connectors/neo4j/cypher.py) with ``UNWIND $rows`` replaced
-  by ``UNWIND event.<group>``. Also writes the expected node/relationship counts
+  connector. A JSON message is ``{"rows": write_rows(build_rows([message]))}`` (the
+  project's own row builder) rendered as JSON: the connector's Cypher then runs
+  exactly the project's write statement (connectors/neo4j/cypher.py WRITE_BATCH)
+  with ``UNWIND $rows`` replaced by ``UNWIND event.rows``. Also writes the expected node/relationship counts
   (``build_rows`` over the whole backlog).
 * ``bench``: starts a Kafka Connect standalone worker (kept for the whole run so
   its JIT is warm), then runs warm-up A and B (discarded) and ``--pairs`` times A, B
@@ -53,7 +53,7 @@ from neo4j import GraphDatabase
 
 from provstream.codec import records as wire
 from provstream.connectors.neo4j import cypher as q
-from provstream.connectors.neo4j.rows import build_rows
+from provstream.connectors.neo4j.rows import build_rows, write_rows
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.fold import FoldState, fold
 from provstream.data import REACT_TRAJECTORIES
@@ -61,15 +61,15 @@ from provstream.settings import Settings
 from provstream.testing import load_trajectories, sessions
 
 START = datetime(2025, 3, 1, tzinfo=UTC)
-REL_GROUPS = sorted(q.MERGE_RELATIONSHIPS)  # the order the project's store runs them in
 CONNECTOR_CLASS = "org.neo4j.connectors.kafka.sink.Neo4jConnector"
 STALL_S = 120
 POLL_S = 0.1
-# provstream sink's offset lineage (connectors/neo4j/cypher.py SET_LINEAGE, a second statement per batch):
-# where each node came from on Kafka. The connector has no such thing, so the graphs are compared without
-# these node properties; the digest also hashes everything and counts the nodes that carry them.
+# provstream sink's offset lineage (connectors/neo4j/cypher.py WRITE_BATCH, from rows the connector's
+# messages do not carry): where each node came from on Kafka. The connector has no such thing, so the graphs
+# are compared without these node properties; the digest also hashes everything and counts the nodes that
+# carry them.
 LINEAGE_PROPS = ("eventPartition", "eventOffset", "triplesPartition", "triplesOffset")
-assert all(f"n.{k} = coalesce(n.{k}, row.{k})" in q.SET_LINEAGE for k in LINEAGE_PROPS), "SET_LINEAGE changed"
+assert all(f"n.{k} = coalesce(n.{k}, l.{k})" in q.WRITE_BATCH for k in LINEAGE_PROPS), "the lineage changed"
 
 
 # ---------------------------------------------------------------- helpers
@@ -92,24 +92,17 @@ def pid_file(path: Path) -> int | None:
 
 
 def message_json(msg: Any) -> bytes:
-    """One StepTriples message as the JSON the connector reads: the project's rows for it."""
-    rows = build_rows([msg])
-    doc = {"objects": list(rows.objects), "nodes": list(rows.nodes), "statuses": list(rows.statuses),
-           "rels": {t: list(rows.relationships.get(t, ())) for t in REL_GROUPS}}
+    """One StepTriples message as the JSON the connector reads: the project's rows for it (no lineage)."""
+    doc = {"rows": write_rows(build_rows([msg]))}
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def peer_cypher() -> str:
-    """The project's write statements, one CALL subquery each, reading one message's rows."""
-    parts = [("objects", q.MERGE_OBJECTS), ("nodes", q.MERGE_NODES), ("statuses", q.MERGE_STATUS)]
-    parts += [(f"rels.{t}", q.MERGE_RELATIONSHIPS[t]) for t in REL_GROUPS]
-    out = []
-    for key, stmt in parts:
-        body = stmt.strip()
-        head = "UNWIND $rows AS row"
-        assert body.startswith(head), body[:40]
-        out.append("CALL (event) {\n  UNWIND event." + key + " AS row\n  " + body[len(head):].strip() + "\n}")
-    return "\n".join(out)
+    """The project's write statement in a CALL subquery, reading one message's rows."""
+    body = q.WRITE_BATCH.strip()
+    head = "UNWIND $rows AS row"
+    assert body.startswith(head), body[:40]
+    return "CALL (event) {\n  UNWIND event.rows AS row\n  " + body[len(head):].strip() + "\n}"
 
 
 def http(method: str, url: str, body: Any = None, timeout: float = 30) -> Any:
@@ -136,13 +129,13 @@ def cmd_gen(args: argparse.Namespace, settings: Settings) -> None:
     whole = build_rows(messages)
     nodes = len(whole.nodes) + len(whole.objects)
     rels = sum(len(r) for r in whole.relationships.values())
-    # cost of what the JSON side gets done for it upstream: build_rows per message (CPU s)
+    # cost of what the JSON side gets done for it upstream: build_rows + write_rows per message (CPU s)
     t = time.process_time()
     json_values = [message_json(m) for m in messages]
     json_cpu = time.process_time() - t
     t = time.process_time()
     for m in messages:
-        build_rows([m])
+        write_rows(build_rows([m]))
     rows_cpu = time.process_time() - t
     avro_values = [wire.encode_triples(m) for m in messages]
     admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
