@@ -10,6 +10,11 @@ as the translation derives them, question times = the spans' start times) and re
 from __future__ import annotations
 
 import json
+import select
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -269,3 +274,38 @@ def fold_triples(events: Sequence[ev.Event]) -> set[Triple]:
         states[e.session_id], msg = fold(states.get(e.session_id), e)
         out.update(msg.triples)
     return out
+
+
+@contextmanager
+def provstream_process(argv: list[str], env: dict[str, str], ready: str,
+                       timeout: float = 90) -> Iterator[subprocess.Popen[str]]:
+    """``python -m provstream ARGV`` until its stdout says ``ready``; always stopped (SIGTERM, then SIGKILL)."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "provstream", *argv], env=env, stdout=subprocess.PIPE,
+                                stderr=err, text=True, stdin=subprocess.DEVNULL)
+        try:
+            assert proc.stdout is not None
+            deadline = time.monotonic() + timeout
+            line = ""
+            while ready not in line:
+                left = deadline - time.monotonic()
+                if left <= 0 or proc.poll() is not None:
+                    err.seek(0)
+                    raise AssertionError(f"{argv[0]} not ready: {line!r} {err.read()[-3000:]}")
+                if select.select([proc.stdout], [], [], min(left, 1))[0]:
+                    line = proc.stdout.readline()
+            yield proc
+        except BaseException:
+            err.seek(0)
+            print(f"--- {argv[0]} stderr ---\n{err.read()[-5000:]}")
+            raise
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+            if proc.stdout is not None:
+                proc.stdout.close()

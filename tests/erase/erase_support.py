@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from otlp_support import provstream_process
 
 REPO = Path(__file__).resolve().parents[2]
 STACK_DIR = REPO / ".stack" / "private-erase"
@@ -38,25 +37,5 @@ def provstream(*args: str, timeout: float = 300, **extra: str) -> subprocess.Com
 @contextmanager
 def otlp_receiver(timeout: float = 60) -> Iterator[subprocess.Popen[str]]:
     """``provstream otlp`` on the private stack's OTLP ports (encryption on), ready when yielded; always stopped."""
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "provstream"), "otlp"], env=private_env(),
-                                stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True)
-        try:
-            assert proc.stdout is not None
-            deadline, line = time.monotonic() + timeout, ""
-            while "provstream otlp ready" not in line:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    err.seek(0)
-                    raise AssertionError(f"provstream otlp not ready: {line!r} {err.read()[-3000:]}")
-                if select.select([proc.stdout], [], [], 1)[0]:
-                    line = proc.stdout.readline()
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-            if proc.stdout is not None:
-                proc.stdout.close()
+    with provstream_process(["otlp"], private_env(), "provstream otlp ready", timeout) as proc:
+        yield proc

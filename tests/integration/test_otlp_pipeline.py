@@ -9,11 +9,9 @@ nothing is written.
 from __future__ import annotations
 
 import json
-import select
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +34,7 @@ from otlp_support import (
     expected_events,
     fold_triples,
     multi_tool,
+    provstream_process,
     run_of,
     sdk_tracer,
     with_retrieval,
@@ -77,47 +76,13 @@ def otlp(isolated: Settings, unique: str) -> Settings:
 
 
 @contextmanager
-def _process(argv: list[str], env: dict[str, str], ready: str, timeout: float = 90) -> Iterator[subprocess.Popen[str]]:
-    """``python -m provstream ARGV`` until its stdout says ``ready``; always stopped (SIGTERM, then SIGKILL)."""
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "provstream", *argv], env=env, stdout=subprocess.PIPE,
-                                stderr=err, text=True, stdin=subprocess.DEVNULL)
-        try:
-            assert proc.stdout is not None
-            deadline = time.monotonic() + timeout
-            line = ""
-            while ready not in line:
-                left = deadline - time.monotonic()
-                if left <= 0 or proc.poll() is not None:
-                    err.seek(0)
-                    raise AssertionError(f"{argv[0]} not ready: {line!r} {err.read()[-3000:]}")
-                if select.select([proc.stdout], [], [], min(left, 1))[0]:
-                    line = proc.stdout.readline()
-            yield proc
-        except BaseException:
-            err.seek(0)
-            print(f"--- {argv[0]} stderr ---\n{err.read()[-5000:]}")
-            raise
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
-            if proc.stdout is not None:
-                proc.stdout.close()
-
-
-@contextmanager
 def pipeline(settings: Settings, tmp: Path, receiver: bool = True) -> Iterator[None]:
     with ExitStack() as stack:
-        stack.enter_context(_process(["worker"], env_for(replace(settings, stack_dir=tmp)),
+        stack.enter_context(provstream_process(["worker"], env_for(replace(settings, stack_dir=tmp)),
                                      "provstream worker ready"))
         stack.enter_context(sink_process(settings))
         if receiver:
-            stack.enter_context(_process(["otlp"], env_for(settings), "provstream otlp ready"))
+            stack.enter_context(provstream_process(["otlp"], env_for(settings), "provstream otlp ready"))
         yield
 
 
@@ -212,7 +177,7 @@ def test_malformed_requests_are_refused_and_nothing_is_written(otlp: Settings) -
     bad_json = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
         {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "ok"},
         {"traceId": "00", "spanId": "eee19b7ec3c1b175", "name": "bad"}]}]}]}).encode()
-    with _process(["otlp"], env_for(otlp), "provstream otlp ready"):
+    with provstream_process(["otlp"], env_for(otlp), "provstream otlp ready"):
         url = f"http://127.0.0.1:{otlp.otlp_http_port}/v1/traces"
         for body, ctype, reason in ((b"\xff\xff\xff", "application/x-protobuf", b"not an OTLP"),
                                     (bad_json, "application/json", b"trace id must be 16 bytes"),
@@ -283,7 +248,7 @@ def test_trace_state_survives_a_worker_restart(otlp: Settings, tmp_path: Path,
     env = env_for(replace(settings, stack_dir=tmp_path))
     try:
         with sink_process(settings):
-            with _process(["worker"], env, "provstream worker ready"):
+            with provstream_process(["worker"], env, "provstream worker ready"):
                 for span in children:
                     [(key, value)] = split_by_trace(encode_spans([span]))
                     producer.send(settings.otlp_spans_topic, key=key, value=value)
@@ -293,7 +258,7 @@ def test_trace_state_survives_a_worker_restart(otlp: Settings, tmp_path: Path,
                     assert time.monotonic() < deadline, "the first worker did not commit the children"
                     time.sleep(0.5)
             assert _scope(settings) == set()
-            with _process(["worker"], env, "provstream worker ready"):
+            with provstream_process(["worker"], env, "provstream worker ready"):
                 [(key, value)] = split_by_trace(encode_spans([agent]))
                 producer.send(settings.otlp_spans_topic, key=key, value=value)
                 producer.flush()
