@@ -211,15 +211,20 @@ def seal_messages(value: Any, seal: Seal) -> str:
     '[{"role": "user", "parts": [{"type": "text", "content": "<a\\\\nb>"}, {"type": "tool_call", "id": "c1", \
 "name": "f", "arguments": "<{\\\\"x\\\\": 1}>"}]}]'
     """
-    messages = value
-    if isinstance(value, str):
-        try:
-            messages = json.loads(value)
-        except ValueError:
-            return seal(value)
-    if not isinstance(messages, list):
+    messages = _json_list(value)
+    if messages is None:
         return seal(text_of(value))
     return json.dumps([_seal_message(m, seal) if isinstance(m, dict) else seal(text_of(m)) for m in messages])
+
+
+def _json_list(value: Any) -> list[Any] | None:
+    """``value`` as a list: itself, or the JSON text of one; ``None`` when it is neither."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, list) else None
 
 
 def _seal_message(message: dict[str, Any], seal: Seal) -> dict[str, Any]:
@@ -298,13 +303,8 @@ def seal_documents(value: Any, seal: Seal) -> str:
     >>> seal_documents('[{"id": "d1", "content": "x"}, {"content": "y"}]', lambda t: "<>")[:59]
     '[{"id": "d1", "content": "<>"}, {"id": "sha256:a1fce4363854'
     """
-    documents = value
-    if isinstance(value, str):
-        try:
-            documents = json.loads(value)
-        except ValueError:
-            return seal(value)
-    if not isinstance(documents, list):
+    documents = _json_list(value)
+    if documents is None:
         return seal(text_of(value))
     out = []
     for d in documents:
