@@ -19,9 +19,13 @@ key and value and carry the headers ``provstream.error`` (the reason) and
 ``provstream.source.topic`` / ``.partition`` / ``.offset``.
 
 Writing batch *n* overlaps with polling and decoding batch *n + 1* (a writer
-thread); offsets are still committed batch by batch, in order, each after its
-write. The sink scales out by partitions: run several with the same
-``sink_group``.
+thread), and a batch's sessions are split between ``sink_writers`` parallel
+transactions (:func:`split_lanes`: one session's messages all in one of them,
+in order), so Neo4j executes one while Python builds the next; offsets are
+still committed batch by batch, in order, each after every part of its batch
+is written. A deadlock between two of them (a node two sessions share) is a
+transient error: that part is retried. The sink scales out by partitions: run
+several with the same ``sink_group``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -54,6 +59,7 @@ log = logging.getLogger("provstream.sink")
 
 BACKOFF_CAP = 5.0
 IDLE_POLL_MS = 200
+LANE_MIN = 50  # messages per parallel transaction below which a batch is not split
 T = TypeVar("T")
 Record = Any  # kafka.consumer.fetcher.ConsumerRecord
 Failure = tuple[Record, str]
@@ -91,6 +97,35 @@ def decode_records(records: Sequence[Record]) -> tuple[list[tuple[Record, StepTr
         except DecodeError as exc:
             bad.append((record, f"undecodable triples message: {exc}"))
     return good, bad
+
+
+def split_lanes(items: Sequence[tuple[Record, StepTriples]], lanes: int,
+                minimum: int = LANE_MIN) -> list[list[tuple[Record, StepTriples]]]:
+    """Split decoded messages by session into at most ``lanes`` groups for parallel transactions (pure).
+
+    :param items: (record, message) pairs in batch order.
+    :param lanes: the most groups (``sink_writers``).
+    :param minimum: fewer groups so that each holds about this many messages or more.
+    :returns: the non-empty groups; a session's messages are all in one, in batch order.
+
+    Example: ``split_lanes(pairs, 2)`` of 400 messages of 40 sessions is two lists
+    that together hold the 400 pairs, each session in one of them.
+    """
+    count = max(1, min(lanes, len(items) // max(1, minimum)))
+    if count == 1:
+        return [list(items)] if items else []
+    groups: list[list[tuple[Record, StepTriples]]] = [[] for _ in range(count)]
+    for item in items:
+        groups[zlib.crc32(item[1].session_id.encode()) % count].append(item)
+    return [group for group in groups if group]
+
+
+def join_all(futures: Sequence[Future[None]]) -> None:
+    """Wait for every future, then re-raise the first failure among them, if any."""
+    failures = [future.exception() for future in futures]
+    for failure in failures:
+        if failure is not None:
+            raise failure
 
 
 def split_retractions(records: Sequence[Record]) -> tuple[list[tuple[str, str, str]], list[Record]]:
@@ -183,6 +218,9 @@ class Sink:
         self.stats = SinkStats()
         self._to_commit: dict[TopicPartition, int] = {}
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-sink-writer")
+        self._lanes = ThreadPoolExecutor(max_workers=max(1, settings.sink_writers),
+                                         thread_name_prefix="provstream-sink-lane")
+        self._stats_lock = threading.Lock()
 
     def run(self) -> SinkStats:
         self.consumer.subscribe([self.settings.triples_topic], listener=_Revocations(self))
@@ -215,6 +253,7 @@ class Sink:
             log.info("stopping with an unwritten batch; it stays uncommitted and will be redelivered")
         finally:
             self._writer.shutdown(wait=True)
+            self._lanes.shutdown(wait=True)
         return self.stats
 
     def _fill(self) -> None:
@@ -259,11 +298,22 @@ class Sink:
 
     def _retrying(self, good: list[tuple[Record, StepTriples]], bad: list[Failure],
                   retracted: Sequence[tuple[str, str, str]] = ()) -> None:
+        """Write a batch (its sessions split between parallel transactions), then apply its retractions."""
+        lanes = split_lanes(good, self.settings.sink_writers)
+        if len(lanes) > 1:
+            join_all([self._lanes.submit(self._with_retries, self._write_and_dead_letter, lane, bad if i == 0 else [])
+                      for i, lane in enumerate(lanes)])
+        else:
+            self._with_retries(self._write_and_dead_letter, good, bad)
+        if retracted:
+            self._with_retries(self._retract, retracted)
+
+    def _with_retries(self, action: Callable[..., None], *args: Any) -> None:
+        """Run ``action`` until it succeeds, backing off while Neo4j or Kafka is unavailable."""
         attempt = 0
         while True:
             try:
-                self._write_and_dead_letter(good, bad)
-                return self._retract(retracted)
+                return action(*args)
             except (StoreUnavailable, DeliveryFailed) as exc:
                 delay = backoff(attempt)
                 log.warning("%s; retrying in %.1f s (offsets not committed)", exc, delay)
@@ -280,9 +330,11 @@ class Sink:
     def _write(self, items: list[tuple[Record, StepTriples]]) -> None:
         messages = [msg for _, msg in items]
         began = time.monotonic()
-        self.stats.rows += self.store.write(messages, [row for record, msg in items for row in lineage_rows(
+        rows = self.store.write(messages, [row for record, msg in items for row in lineage_rows(
             msg, source_of(record.headers), (record.partition, record.offset))])
-        self.stats.triples += triple_count(messages)
+        with self._stats_lock:
+            self.stats.rows += rows
+            self.stats.triples += triple_count(messages)
         log.info("wrote %d messages (%d triples) in %.2f s", len(messages), triple_count(messages),
                  time.monotonic() - began)
 
@@ -308,7 +360,8 @@ class Sink:
             raise DeliveryFailed(f"cannot dead-letter to {self.settings.triples_dlq_topic}: {exc}") from exc
         for record, reason in failures:
             log.warning("dead-lettered %s[%s]@%s: %s", record.topic, record.partition, record.offset, reason)
-        self.stats.dead_lettered += len(failures)
+        with self._stats_lock:
+            self.stats.dead_lettered += len(failures)
 
     # -- consumer thread ---------------------------------------------------------------
 

@@ -69,6 +69,7 @@ class Settings:
     collection: str = "default"
     sink_batch_size: int = 2000
     sink_batch_ms: int = 100
+    sink_writers: int = 2  # parallel Neo4j transactions per sink batch (its sessions split between them)
     emit_buffer: int = 100_000
     emit_block_ms: int = 10_000
     emit_close_ms: int = 15_000  # the longest close() (and the flush at interpreter exit) waits for Kafka
@@ -146,7 +147,7 @@ class Settings:
 
         :raises ConfigError: ``neo4j_uri`` is not a Bolt URI (``bolt://``,
             ``neo4j://`` and their ``+s`` / ``+ssc`` forms), ``neo4j_http`` not
-            an ``http(s)://`` URL, a count (workers, sinks, brokers, replication)
+            an ``http(s)://`` URL, a count (workers, sinks, sink writers, brokers, replication)
             out of range.
 
         Example: ``Settings(neo4j_uri="http://127.0.0.1:7474").check()`` raises
@@ -163,7 +164,8 @@ class Settings:
         if not sep or scheme not in ("http", "https") or not rest:
             raise ConfigError(f"PROVSTREAM_NEO4J_HTTP must be an http:// or https:// URL such as "
                               f"http://127.0.0.1:7474, got {self.neo4j_http!r}")
-        for name, value in (("PROVSTREAM_WORKERS", self.workers), ("PROVSTREAM_SINKS", self.sinks)):
+        for name, value in (("PROVSTREAM_WORKERS", self.workers), ("PROVSTREAM_SINKS", self.sinks),
+                            ("PROVSTREAM_SINK_WRITERS", self.sink_writers)):
             if value < 1:
                 raise ConfigError(f"{name} must be at least 1, got {value}")
         if self.kafka_brokers < 1:

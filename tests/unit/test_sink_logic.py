@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections import namedtuple
+from concurrent.futures import Future
 from datetime import UTC, datetime
 
 import pytest
 from kafka.structs import TopicPartition
 
 from provstream.codec import records as wire
-from provstream.connectors.sink import backoff, decode_records, dlq_headers, isolate_rejects, next_offsets
+from provstream.connectors.sink import (
+    backoff,
+    decode_records,
+    dlq_headers,
+    isolate_rejects,
+    join_all,
+    next_offsets,
+    split_lanes,
+)
 from provstream.core import events as ev
 from provstream.core.fold import fold
 from provstream.core.vocab import Mechanism
@@ -67,3 +76,35 @@ def test_dead_letter_headers_name_the_reason_and_the_source() -> None:
         ("provstream.error", b"why"), ("provstream.source.topic", b"topic"),
         ("provstream.source.partition", b"2"), ("provstream.source.offset", b"41"),
     ]
+
+
+Msg = namedtuple("Msg", "session_id seq")
+
+
+def test_lanes_keep_each_session_whole_and_in_order() -> None:
+    items = [(Rec("t", i % 4, i, None, None), Msg(f"s{i % 40}", i)) for i in range(400)]
+    lanes = split_lanes(items, 2)  # type: ignore[arg-type]
+    assert len(lanes) == 2 and all(lanes)
+    assert sorted(pair[1].seq for lane in lanes for pair in lane) == list(range(400))
+    for lane in lanes:
+        assert [pair[1].seq for pair in lane] == sorted(pair[1].seq for pair in lane)  # batch order kept
+    owners = {pair[1].session_id: i for i, lane in enumerate(lanes) for pair in lane}
+    assert all(owners[pair[1].session_id] == i for i, lane in enumerate(lanes) for pair in lane)
+
+
+def test_small_batches_and_one_writer_are_not_split() -> None:
+    items = [(Rec("t", 0, i, None, None), Msg(f"s{i}", i)) for i in range(60)]
+    assert split_lanes(items, 2) == [items]  # type: ignore[arg-type]  # fewer than 2 x LANE_MIN messages
+    assert split_lanes(items, 2, minimum=10) != [items]  # type: ignore[arg-type]
+    assert split_lanes(items * 10, 1) == [items * 10]  # type: ignore[arg-type]
+    assert split_lanes([], 4) == []
+
+
+def test_join_all_waits_for_every_part_and_reraises_a_failure() -> None:
+    done: Future[None] = Future()
+    done.set_result(None)
+    failed: Future[None] = Future()
+    failed.set_exception(StoreUnavailable("down"))
+    join_all([done, done])
+    with pytest.raises(StoreUnavailable):
+        join_all([done, failed])
