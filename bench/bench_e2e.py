@@ -3,8 +3,10 @@
 Sessions are built from the bundled HotpotQA dev questions and ReAct
 trajectories (bench/e2e_workload.py: 80 % agent, 10 % DocRAG, 10 % GraphRAG).
 Kafka and Neo4j run privately (``.stack/private-bench``, Kafka 127.0.0.1:19192,
-Neo4j bolt 127.0.0.1:17787): started here if not running, stopped at the end
-if started here; the shared servers are never touched. It prints:
+Neo4j bolt 127.0.0.1:17787): started here if not running, empty (what earlier
+runs stored is deleted first) and with a Neo4j page cache of ``BENCH_PAGECACHE``
+(``PROVSTREAM_NEO4J_PAGECACHE`` overrides it), and stopped at the end if started
+here; the shared servers are never touched. It prints:
 
 * **sustained**: an emitter process emits as fast as it can for ``--seconds``;
   end-to-end events/s = events / (first emit -> last step committed by the
@@ -67,6 +69,9 @@ from provstream.settings import Settings
 from provstream.topics import ensure_topics
 
 EMITTER_READY = "emitter ready"
+# The store a full run writes (about 1.5 M nodes, 2 GB) fits in it: a page cache smaller than the store
+# turns index lookups into page faults (docs: deploy/README.md "Sizing Neo4j").
+BENCH_PAGECACHE = "3g"
 WATCH_EVERY = 0.02
 
 
@@ -435,15 +440,17 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stack = PrivateStack("bench", BENCH_PORTS) if args.brokers == 1 else \
-        PrivateStack("bench-cluster", cluster_ports(100), brokers=args.brokers)
+    pagecache = os.environ.get("PROVSTREAM_NEO4J_PAGECACHE") or BENCH_PAGECACHE
+    stack = PrivateStack("bench", BENCH_PORTS, pagecache=pagecache) if args.brokers == 1 else \
+        PrivateStack("bench-cluster", cluster_ports(100), brokers=args.brokers, pagecache=pagecache)
     was_running = stack.script("kafka", "status").endswith("running") and \
         stack.script("neo4j", "status").endswith("running")
     print(f"# bench_e2e {machine()}; Kafka brokers: {args.brokers}", flush=True)
     try:
         if not was_running:
-            print("starting the private stack (.stack/private-bench) ...", flush=True)
-            stack.up()
+            print(f"starting the private stack ({stack.dir.name}, empty, Neo4j page cache {pagecache}) ...",
+                  flush=True)
+            stack.up(fresh=True)
         return run(stack, args)
     finally:
         if not was_running and not args.keep_stack:

@@ -207,11 +207,14 @@ def same_graph(stored: Iterable[Triple], expected: Iterable[Triple]) -> Comparis
     )
 
 
-def warm_up(settings: Settings, sessions: int = 600, collection: str = "warm-up") -> float:
+def warm_up(settings: Settings, sessions: int = 6000, collection: str = "warm-up") -> float:
     """Write (then delete) folded sessions straight into Neo4j so its query plans are compiled; seconds taken.
 
     A freshly started Neo4j runs the sink's first batches many times slower
-    than later ones; without this the first case would measure that.
+    than later ones (interpreted Cypher and JVM code until the JIT compiled
+    them); without this the first case would measure that. 600 sessions
+    (16k triples) were not enough: the first 20 s run after it still cost
+    Neo4j 189 µs CPU per event against 89 on a warm server.
     """
     began = time.monotonic()
     records = testing.load_trajectories(_TRAJECTORIES)

@@ -69,6 +69,7 @@ class PrivateStack:
     name: str
     ports: Ports
     brokers: int = 1
+    pagecache: str = ""  # PROVSTREAM_NEO4J_PAGECACHE for this stack ("": deploy/neo4j.sh's default or the caller's)
 
     @property
     def dir(self) -> Path:
@@ -79,7 +80,8 @@ class PrivateStack:
         return {**os.environ, "PROVSTREAM_STACK_DIR": str(self.dir),
                 "PROVSTREAM_KAFKA_PORT": str(p.kafka), "PROVSTREAM_KAFKA_CONTROLLER_PORT": str(p.controller),
                 "PROVSTREAM_NEO4J_BOLT_PORT": str(p.bolt), "PROVSTREAM_NEO4J_HTTP_PORT": str(p.http),
-                "PROVSTREAM_KAFKA_BROKERS": str(self.brokers)}
+                "PROVSTREAM_KAFKA_BROKERS": str(self.brokers),
+                **({"PROVSTREAM_NEO4J_PAGECACHE": self.pagecache} if self.pagecache else {})}
 
     def script(self, server: str, verb: str, *args: str) -> str:
         """``deploy/<server>.sh <verb> [args]`` on this stack; its stdout, or :class:`StackFailed`."""
@@ -90,7 +92,11 @@ class PrivateStack:
             raise StackFailed(last)
         return done.stdout.strip()
 
-    def up(self) -> None:
+    def up(self, fresh: bool = False) -> None:
+        """Start Kafka and Neo4j; ``fresh``: first delete what earlier runs stored (topics, graph, Faust state)."""
+        if fresh:
+            for folder in (self.dir / "data", self.dir / "neo4j" / "data", self.dir / "faust"):
+                shutil.rmtree(folder, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         seed_libs(self.dir / "lib")
         for server in SERVERS:

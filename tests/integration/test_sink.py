@@ -115,6 +115,34 @@ def test_sigkill_mid_stream_and_restart_leaves_every_step_exactly_once(isolated:
         _cleanup(isolated)
 
 
+def test_parallel_transactions_give_the_same_graph_through_a_sigkill(isolated: Settings, unique: str) -> None:
+    """Batches split by session between three parallel transactions: every step once, every status complete."""
+    per_session = sessions(isolated, f"lanes-{unique}", copies=30)
+    messages = fold_all(interleave(per_session))
+    produce_triples(isolated, messages)
+    lanes = {"PROVSTREAM_SINK_WRITERS": "3", "PROVSTREAM_SINK_BATCH_SIZE": "600"}
+    try:
+        with sink_process(isolated, **lanes) as proc:
+            wait_until(lambda: committed_total(isolated)[0] > 0, 60, "a first commit")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        at_kill, total = committed_total(isolated)
+        assert at_kill < total, "the kill must land before the end"
+        with sink_process(isolated, **lanes) as proc:
+            _drain(isolated, proc, total)
+        assert _stored_counts(isolated) == _expected_counts(messages)
+        with Neo4jStore(isolated) as store:
+            assert store.scope_triples(user=isolated.user, collection=isolated.collection) == triples_of(messages)
+        with cypher(isolated) as run:
+            questions = run("MATCH (q:Question:AgentQuestion) WHERE q.collection = $c "
+                            "RETURN q.status AS status, q.steps AS steps, q.expectedSteps AS expected",
+                            c=isolated.collection)
+        assert len(questions) == len(per_session)
+        assert all(q["status"] == "complete" and q["steps"] == q["expected"] for q in questions)
+    finally:
+        _cleanup(isolated)
+
+
 def _poison(template: StepTriples) -> StepTriples:
     """A well-formed message the model cannot hold (a quoted triple under a predicate other than tg:edge)."""
     s = Iri(template.question)
