@@ -10,6 +10,7 @@ and triples share the partition count so sessions stay co-partitioned.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from typing import Final
@@ -60,8 +61,15 @@ def lineage_headers(topic: str, partition: int, offset: int) -> list[tuple[str, 
     >>> lineage_headers("provstream.events", 1, 7)[2]
     ('provstream.source.offset', b'7')
     """
-    return [(name, str(value).encode()) for name, value in zip(SOURCE_HEADERS, (topic, partition, offset),
-                                                               strict=True)]
+    return [(_TOPIC_HEADER, _encoded(topic)), (_PARTITION_HEADER, b"%d" % partition), (_OFFSET_HEADER, b"%d" % offset)]
+
+
+_TOPIC_HEADER, _PARTITION_HEADER, _OFFSET_HEADER = SOURCE_HEADERS
+
+
+@functools.lru_cache(maxsize=64)
+def _encoded(topic: str) -> bytes:
+    return topic.encode()
 
 
 def source_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[int, int] | None:
