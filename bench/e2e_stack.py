@@ -197,17 +197,48 @@ class Usage:
 
 
 def proc_usage(pid: int) -> Usage | None:
-    """CPU seconds (utime + stime) and peak RSS (VmHWM) of a live process; ``None`` if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    ticks = stat.rsplit(")", 1)[1].split()
-    hwm = next((line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")), None)
-    if hwm is None:  # a zombie has no memory left to report
-        return None
-    return Usage((int(ticks[11]) + int(ticks[12])) / _TICKS, int(hwm) / 1024)
+    """CPU seconds and peak RSS of a live process with its descendants; ``None`` if it is gone.
+
+    CPU: utime + stime of the process and of every live descendant (the
+    worker's fold helper process, the JVM's children), plus what their exited
+    children used (cutime + cstime). Peak RSS: the sum of their VmHWM (an
+    upper bound of the tree's peak).
+    """
+    tree = [pid, *_descendants(pid)]
+    cpu, rss, seen = 0.0, 0.0, False
+    for member in tree:
+        try:
+            stat = Path(f"/proc/{member}/stat").read_text()
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        ticks = stat.rsplit(")", 1)[1].split()
+        hwm = next((line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")), None)
+        if hwm is None:  # a zombie has no memory left to report
+            continue
+        seen = seen or member == pid
+        cpu += sum(int(ticks[i]) for i in (11, 12, 13, 14)) / _TICKS
+        rss += int(hwm) / 1024
+    return Usage(cpu, rss) if seen else None
+
+
+def _descendants(pid: int) -> list[int]:
+    """The pids of every live descendant of ``pid`` (from /proc/*/stat's parent field)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 @dataclass
