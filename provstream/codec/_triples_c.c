@@ -24,6 +24,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The canonical form of provstream.StepTriples this reader is written for: its
+ * CRC-64-AVRO fingerprint, as records.DIRECT_TRIPLES_FINGERPRINT. records.py
+ * uses the module only while the two agree. */
+#define FINGERPRINT "537f9d68b2e5e159"
+
 /* -- the classes the values are made of ----------------------------------- */
 
 #define MAX_FIELDS 11
@@ -683,7 +688,8 @@ unload(void)
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     "provstream.codec._triples_c",
-    "The direct StepTriples reader in C: provstream.codec.triples_reader.read_step_triples, faster.",
+    "The direct StepTriples reader in C: provstream.codec.triples_reader.read_step_triples, faster.\n\n"
+    "FINGERPRINT is the schema fingerprint (hex) of the form it reads.",
     -1,
     methods,
     NULL, NULL, NULL, NULL,
@@ -709,6 +715,8 @@ PyInit__triples_c(void)
         || (iris = PyObject_GetAttrString(reader, "_IRIS")) == NULL || vocab_fill(iris) < 0)
         goto done;
     module = PyModule_Create(&module_def);
+    if (module != NULL && PyModule_AddStringConstant(module, "FINGERPRINT", FINGERPRINT) < 0)
+        Py_CLEAR(module);
 done:
     if (module == NULL) {
         unload();

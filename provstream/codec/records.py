@@ -270,7 +270,9 @@ def _choose_triples_reader() -> Callable[[bytes, int], StepTriples]:
     ``provstream.codec._triples_c`` (``provstream/codec/_triples_c.c``, built by
     ``pip install`` when a C compiler is there) returns what
     :func:`triples_reader.read_step_triples` returns and refuses what it refuses;
-    ``PROVSTREAM_NO_C_EXTENSIONS=1`` in the environment keeps the Python reader.
+    ``PROVSTREAM_NO_C_EXTENSIONS=1`` in the environment keeps the Python reader,
+    and so does a C reader written for another form of the schema than
+    :data:`DIRECT_TRIPLES_FINGERPRINT` (until it is updated too).
 
     Returns:
         a function ``(message, body start) -> StepTriples`` raising on what it does not take.
@@ -287,6 +289,8 @@ def _choose_triples_reader() -> Callable[[bytes, int], StepTriples]:
     try:
         from provstream.codec import _triples_c
     except ImportError:
+        return triples_reader.read_step_triples
+    if _triples_c.FINGERPRINT != DIRECT_TRIPLES_FINGERPRINT:
         return triples_reader.read_step_triples
     return _triples_c.read_step_triples
 

@@ -168,6 +168,7 @@ def test_the_c_reader_is_built_and_chosen() -> None:
         assert wire._read_step_triples is triples_reader.read_step_triples
         return
     assert _triples_c is not None, "the C extension was not built: pip install -e . (needs gcc and Python headers)"
+    assert _triples_c.FINGERPRINT == wire.DIRECT_TRIPLES_FINGERPRINT, "update _triples_c.c for the new form"
     assert wire._read_step_triples is _triples_c.read_step_triples
     assert wire.decode_triples is wire._decode_triples_direct
     assert _triples_c.direct_construction() is True
