@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests erase-tests bulk-tests peer-bench
 
-$(STAMP): pyproject.toml scripts/bootstrap
+# setup.py builds the C extension in place (provstream/codec/_triples_c.c): a changed source rebuilds it.
+$(STAMP): pyproject.toml setup.py scripts/bootstrap provstream/codec/_triples_c.c
 	bash scripts/bootstrap
 	touch $(STAMP)
 

@@ -11,7 +11,10 @@ schema + the Avro body; writer schemas are found by fingerprint among
 ``schemas/`` and ``schemas/history/`` (:mod:`.avro`), so older messages still
 decode. The hot messages have direct writers/readers (:mod:`.event_writer`,
 :mod:`.records`, :mod:`.triples_reader`), chosen once at import when the
-current schema is the one they were written for, with fastavro beside them.
+current schema is the one they were written for, with fastavro beside them;
+the triples reader also exists in C (``_triples_c``, an optional extension
+built from ``_triples_c.c``), used when it was built unless
+``PROVSTREAM_NO_C_EXTENSIONS=1``.
 
 Example::
 

@@ -8,6 +8,7 @@ are the only functions the adapters need; they raise :class:`EncodeError` /
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from datetime import UTC
 from typing import Any
@@ -263,10 +264,44 @@ def _decode_triples_fastavro(data: bytes) -> StepTriples:
     return _guarded(triples_from_avro, codec.decode(codec.STEP_TRIPLES, data))
 
 
+def _choose_triples_reader() -> Callable[[bytes, int], StepTriples]:
+    """The direct reader ``decode_triples`` uses: the C one when built, else the Python one.
+
+    ``provstream.codec._triples_c`` (``provstream/codec/_triples_c.c``, built by
+    ``pip install`` when a C compiler is there) returns what
+    :func:`triples_reader.read_step_triples` returns and refuses what it refuses;
+    ``PROVSTREAM_NO_C_EXTENSIONS=1`` in the environment keeps the Python reader,
+    and so does a C reader written for another form of the schema than
+    :data:`DIRECT_TRIPLES_FINGERPRINT` (until it is updated too).
+
+    Returns:
+        a function ``(message, body start) -> StepTriples`` raising on what it does not take.
+
+    Example::
+
+        >>> step = StepTriples("e1", "s1", Mechanism.AGENT, 0, "u", "c", "urn:q",
+        ...                    (Triple(Iri("urn:a"), Iri("urn:b"), Iri("urn:c")),), SessionStatus(SessionState.OPEN, 1))
+        >>> _choose_triples_reader()(encode_triples(step), codec.HEADER_LEN) == step
+        True
+    """
+    if os.environ.get("PROVSTREAM_NO_C_EXTENSIONS", "") not in ("", "0"):
+        return triples_reader.read_step_triples
+    try:
+        from provstream.codec import _triples_c
+    except ImportError:
+        return triples_reader.read_step_triples
+    if _triples_c.FINGERPRINT != DIRECT_TRIPLES_FINGERPRINT:
+        return triples_reader.read_step_triples
+    return _triples_c.read_step_triples
+
+
+_read_step_triples = _choose_triples_reader()
+
+
 def _decode_triples_direct(data: bytes) -> StepTriples:
     if type(data) is bytes and data.startswith(_TRIPLES_HEADER):
         try:
-            return triples_reader.read_step_triples(data, codec.HEADER_LEN)
+            return _read_step_triples(data, codec.HEADER_LEN)
         except Exception:  # noqa: BLE001 - fastavro decides (decodes or raises DecodeError)
             pass
     return _decode_triples_fastavro(data)

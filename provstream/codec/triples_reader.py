@@ -10,6 +10,9 @@ union index out of range, a boolean other than 0/1, trailing bytes. The
 caller then decodes through fastavro, which returns the same value or raises
 the project's :class:`DecodeError` naming the problem.
 ``tests/unit/test_triples_reader.py`` checks both paths agree.
+
+``_triples_c.c`` is the same reader in C (same values, same refusals, the
+same interned IRIs from ``_IRIS``); ``records`` uses it when it was built.
 """
 
 from __future__ import annotations

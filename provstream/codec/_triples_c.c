@@ -1,0 +1,738 @@
+/*
+ * provstream.codec._triples_c: the direct StepTriples reader in C.
+ *
+ * The same reader as provstream/codec/triples_reader.py, statement for
+ * statement: it reads the Avro body of one canonical form of
+ * provstream.StepTriples straight into the immutable values of
+ * provstream.core.triples, returns equal values for every input the Python
+ * reader takes and raises (ValueError, IndexError, UnicodeDecodeError) for
+ * every input it refuses, so records.py may use either. The vocabulary IRIs
+ * come back as the very Iri objects of triples_reader._IRIS.
+ *
+ * The classes, the enum members and the interned IRIs are read from
+ * provstream.codec.triples_reader once, when the module is imported. The
+ * values are made the way their dataclass __init__ makes them (a fresh
+ * instance whose slots hold the fields), without running that __init__: the
+ * module checks at import that each class is a plain slotted dataclass with
+ * the expected fields (no __post_init__, no __new__, no __dict__, every
+ * field a writable object slot of its own) and otherwise calls the class.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The canonical form of provstream.StepTriples this reader is written for: its
+ * CRC-64-AVRO fingerprint, as records.DIRECT_TRIPLES_FINGERPRINT. records.py
+ * uses the module only while the two agree. */
+#define FINGERPRINT "537f9d68b2e5e159"
+
+/* -- the classes the values are made of ----------------------------------- */
+
+#define MAX_FIELDS 11
+
+typedef struct {
+    const char *name;
+    const char *fields[MAX_FIELDS];
+    Py_ssize_t nfields;
+    PyTypeObject *type;            /* strong reference */
+    Py_ssize_t offsets[MAX_FIELDS];
+    int direct;                    /* 1: allocate and fill the slots; 0: call the class */
+} Cls;
+
+static Cls IRI = {"Iri", {"value"}, 1, NULL, {0}, 0};
+static Cls LITERAL = {"Literal", {"value", "datatype", "language"}, 3, NULL, {0}, 0};
+static Cls QUOTED = {"QuotedTriple", {"s", "p", "o"}, 3, NULL, {0}, 0};
+static Cls TRIPLE = {"Triple", {"s", "p", "o"}, 3, NULL, {0}, 0};
+static Cls STATUS = {"SessionStatus", {"state", "steps", "expected", "late", "missing"}, 5, NULL, {0}, 0};
+static Cls STEP = {"StepTriples",
+                   {"event_id", "session_id", "mechanism", "seq", "user", "collection", "question", "triples",
+                    "status", "duplicate", "graph"},
+                   11, NULL, {0}, 0};
+static Cls *const CLASSES[] = {&IRI, &LITERAL, &QUOTED, &TRIPLE, &STATUS, &STEP};
+#define NCLASSES ((Py_ssize_t)(sizeof(CLASSES) / sizeof(CLASSES[0])))
+
+static int use_direct = 1;         /* direct_construction(): off makes every value by calling its class */
+
+static PyObject *mechanisms;       /* triples_reader._MECHANISMS: tuple of Mechanism */
+static PyObject *states;           /* triples_reader._STATES: tuple of SessionState */
+static Py_ssize_t n_mechanisms, n_states;
+#define TERM_KINDS 3               /* provstream.TermKind: IRI, LITERAL, TRIPLE */
+
+/* A value of class c from its fields; steals the n references in args (all non-NULL). */
+static PyObject *
+make(Cls *c, PyObject **args)
+{
+    PyObject *obj;
+    Py_ssize_t i;
+    if (c->direct && use_direct) {
+        obj = c->type->tp_alloc(c->type, 0);
+        if (obj != NULL) {
+            for (i = 0; i < c->nfields; i++)
+                *(PyObject **)((char *)obj + c->offsets[i]) = args[i];
+            return obj;
+        }
+    }
+    else {
+        obj = PyObject_Vectorcall((PyObject *)c->type, args, (size_t)c->nfields, NULL);
+    }
+    for (i = 0; i < c->nfields; i++)
+        Py_DECREF(args[i]);
+    return obj;
+}
+
+static void
+clear_all(PyObject **args, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_CLEAR(args[i]);
+}
+
+/* -- the vocabulary: encoded IRI -> the interned Iri of triples_reader._IRIS */
+
+#define VOCAB_SLOTS 256            /* a power of two, at least twice the vocabulary */
+
+typedef struct {
+    PyObject *key;                 /* bytes, strong reference (keeps data alive) */
+    PyObject *iri;                 /* Iri, strong reference */
+    const char *data;
+    Py_ssize_t len;
+    uint64_t hash;
+} VocabSlot;
+
+static VocabSlot vocab[VOCAB_SLOTS];
+
+static inline uint64_t
+fnv1a(const unsigned char *p, Py_ssize_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* The interned Iri (borrowed) for these bytes, or NULL. */
+static inline PyObject *
+vocab_get(const unsigned char *p, Py_ssize_t n)
+{
+    uint64_t h = fnv1a(p, n);
+    size_t i = (size_t)h & (VOCAB_SLOTS - 1);
+    while (vocab[i].key != NULL) {
+        if (vocab[i].hash == h && vocab[i].len == n && memcmp(vocab[i].data, p, (size_t)n) == 0)
+            return vocab[i].iri;
+        i = (i + 1) & (VOCAB_SLOTS - 1);
+    }
+    return NULL;
+}
+
+static int
+vocab_fill(PyObject *iris)
+{
+    PyObject *key, *value;
+    Py_ssize_t it = 0;
+    if (!PyDict_Check(iris) || PyDict_GET_SIZE(iris) * 2 > VOCAB_SLOTS) {
+        PyErr_SetString(PyExc_ImportError, "triples_reader._IRIS is not a dict of at most 128 IRIs");
+        return -1;
+    }
+    while (PyDict_Next(iris, &it, &key, &value)) {
+        if (!PyBytes_CheckExact(key) || Py_TYPE(value) != IRI.type) {
+            PyErr_SetString(PyExc_ImportError, "triples_reader._IRIS does not map bytes to Iri");
+            return -1;
+        }
+        const char *data = PyBytes_AS_STRING(key);
+        Py_ssize_t len = PyBytes_GET_SIZE(key);
+        uint64_t h = fnv1a((const unsigned char *)data, len);
+        size_t i = (size_t)h & (VOCAB_SLOTS - 1);
+        while (vocab[i].key != NULL)
+            i = (i + 1) & (VOCAB_SLOTS - 1);
+        Py_INCREF(key);
+        Py_INCREF(value);
+        vocab[i] = (VocabSlot){key, value, data, len, h};
+    }
+    return 0;
+}
+
+/* -- the Avro primitives: each returns 0, or -1 with an exception set ---------- */
+
+typedef struct {
+    const unsigned char *buf;
+    Py_ssize_t len;
+    Py_ssize_t pos;
+} Reader;
+
+static int
+past_end(void)
+{
+    PyErr_SetString(PyExc_IndexError, "message ends early");
+    return -1;
+}
+
+static int
+fail(PyObject *type, const char *message)
+{
+    PyErr_SetString(type, message);
+    return -1;
+}
+
+/* A zig-zag varint of at most ten bytes within the long range. */
+static inline int
+read_long(Reader *r, int64_t *out)
+{
+    uint64_t n = 0;
+    int shift = 0;
+    unsigned int b;
+    for (;;) {
+        if (r->pos >= r->len)
+            return past_end();
+        b = r->buf[r->pos++];
+        if (shift == 63) {
+            if (b & 0x80)
+                return fail(PyExc_ValueError, "varint longer than 10 bytes");
+            if (b > 1)
+                return fail(PyExc_ValueError, "varint out of the long range");
+        }
+        n |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80))
+            break;
+        shift += 7;
+    }
+    *out = (int64_t)(n >> 1) ^ -(int64_t)(n & 1);
+    return 0;
+}
+
+static inline int
+read_int(Reader *r, int64_t *out)
+{
+    if (read_long(r, out) < 0)
+        return -1;
+    if (*out < INT32_MIN || *out > INT32_MAX)
+        return fail(PyExc_ValueError, "int out of range");
+    return 0;
+}
+
+static inline int
+read_enum(Reader *r, Py_ssize_t symbols, Py_ssize_t *out)
+{
+    int64_t index;
+    if (read_long(r, &index) < 0)
+        return -1;
+    if (index < 0 || index >= symbols)
+        return fail(PyExc_IndexError, "enum index out of range");
+    *out = (Py_ssize_t)index;
+    return 0;
+}
+
+/* A string's bytes: its start in buf and its length. */
+static inline int
+read_span(Reader *r, Py_ssize_t *start, Py_ssize_t *length)
+{
+    int64_t n;
+    if (read_long(r, &n) < 0)
+        return -1;
+    if (n < 0)
+        return fail(PyExc_ValueError, "negative length");
+    if (n > r->len - r->pos)
+        return fail(PyExc_ValueError, "string runs past the end");
+    *start = r->pos;
+    *length = (Py_ssize_t)n;
+    r->pos += (Py_ssize_t)n;
+    return 0;
+}
+
+/* An array block's item count; blocks with a byte size (negative count) are left to fastavro. */
+static inline int
+read_count(Reader *r, int64_t *out)
+{
+    if (read_long(r, out) < 0)
+        return -1;
+    if (*out < 0)
+        return fail(PyExc_ValueError, "array block with a byte size");
+    return 0;
+}
+
+/* A union's branch as the Python reader reads it: one byte, 0 (null) or 2 (the value). */
+static inline int
+read_branch(Reader *r, int *present)
+{
+    if (r->pos >= r->len)
+        return past_end();
+    unsigned int b = r->buf[r->pos++];
+    if (b != 0 && b != 2)
+        return fail(PyExc_ValueError, "union index out of range");
+    *present = b == 2;
+    return 0;
+}
+
+/* -- the values: each returns a new reference, or NULL with an exception set -- */
+
+static PyObject *
+read_str(Reader *r)
+{
+    Py_ssize_t start, length;
+    if (read_span(r, &start, &length) < 0)
+        return NULL;
+    return PyUnicode_DecodeUTF8((const char *)r->buf + start, length, NULL);
+}
+
+static PyObject *
+new_iri(PyObject *value)
+{
+    return value == NULL ? NULL : make(&IRI, &value);
+}
+
+/* An IRI, interned when it is one of the vocabulary's. */
+static PyObject *
+read_iri(Reader *r)
+{
+    Py_ssize_t start, length;
+    if (read_span(r, &start, &length) < 0)
+        return NULL;
+    PyObject *iri = vocab_get(r->buf + start, length);
+    if (iri != NULL)
+        return Py_NewRef(iri);
+    return new_iri(PyUnicode_DecodeUTF8((const char *)r->buf + start, length, NULL));
+}
+
+/* An optional string: None or a str. */
+static PyObject *
+read_optional(Reader *r)
+{
+    int present;
+    if (read_branch(r, &present) < 0)
+        return NULL;
+    return present ? read_str(r) : Py_NewRef(Py_None);
+}
+
+static PyObject *
+read_quoted(Reader *r)
+{
+    PyObject *f[3] = {NULL, NULL, NULL};     /* s, p, o */
+    PyObject *lit[3] = {NULL, NULL, NULL};   /* value, datatype, language */
+    Py_ssize_t kind;
+    if ((f[0] = read_iri(r)) == NULL || (f[1] = read_iri(r)) == NULL || read_enum(r, TERM_KINDS, &kind) < 0
+        || (lit[0] = read_str(r)) == NULL || (lit[1] = read_optional(r)) == NULL
+        || (lit[2] = read_optional(r)) == NULL)
+        goto error;
+    if (kind == 0) {
+        clear_all(lit + 1, 2);
+        f[2] = new_iri(lit[0]);     /* not interned, as in the Python reader */
+    }
+    else {
+        f[2] = make(&LITERAL, lit);
+    }
+    if (f[2] == NULL) {
+        clear_all(f, 2);
+        return NULL;
+    }
+    return make(&QUOTED, f);
+error:
+    clear_all(f, 3);
+    clear_all(lit, 3);
+    return NULL;
+}
+
+/* A triple's object: an Iri, a Literal or a QuotedTriple. */
+static PyObject *
+read_term(Reader *r)
+{
+    PyObject *value = NULL;                  /* the Iri, or the literal's text */
+    PyObject *lit[3] = {NULL, NULL, NULL};   /* text, datatype, language */
+    PyObject *quoted = NULL;
+    Py_ssize_t kind;
+    int present;
+    if (read_enum(r, TERM_KINDS, &kind) < 0)
+        return NULL;
+    if ((value = kind == 0 ? read_iri(r) : read_str(r)) == NULL || (lit[1] = read_optional(r)) == NULL
+        || (lit[2] = read_optional(r)) == NULL || read_branch(r, &present) < 0
+        || (present && (quoted = read_quoted(r)) == NULL))
+        goto error;
+    if (kind == 0) {
+        clear_all(lit + 1, 2);
+        Py_XDECREF(quoted);
+        return value;
+    }
+    if (kind == 1) {
+        Py_XDECREF(quoted);
+        lit[0] = value;
+        return make(&LITERAL, lit);
+    }
+    if (quoted == NULL) {
+        PyErr_SetString(PyExc_ValueError, "TRIPLE term without a triple");
+        goto error;
+    }
+    Py_DECREF(value);
+    clear_all(lit + 1, 2);
+    return quoted;
+error:
+    Py_XDECREF(value);
+    clear_all(lit + 1, 2);
+    Py_XDECREF(quoted);
+    return NULL;
+}
+
+static PyObject *
+read_triples(Reader *r)
+{
+    PyObject *out = PyList_New(0), *tuple;
+    int64_t count;
+    if (out == NULL)
+        return NULL;
+    if (read_count(r, &count) < 0)
+        goto error;
+    while (count) {
+        for (; count; count--) {
+            PyObject *f[3] = {NULL, NULL, NULL};
+            if ((f[0] = read_iri(r)) == NULL || (f[1] = read_iri(r)) == NULL || (f[2] = read_term(r)) == NULL) {
+                clear_all(f, 3);
+                goto error;
+            }
+            PyObject *triple = make(&TRIPLE, f);
+            if (triple == NULL)
+                goto error;
+            int failed = PyList_Append(out, triple);
+            Py_DECREF(triple);
+            if (failed < 0)
+                goto error;
+        }
+        if (read_count(r, &count) < 0)
+            goto error;
+    }
+    tuple = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return tuple;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *
+read_status(Reader *r)
+{
+    PyObject *f[5] = {NULL, NULL, NULL, NULL, NULL};  /* state, steps, expected, late, missing */
+    PyObject *missing = NULL;
+    Py_ssize_t state;
+    int64_t n, count;
+    int present;
+    if (read_enum(r, n_states, &state) < 0)
+        return NULL;
+    f[0] = Py_NewRef(PyTuple_GET_ITEM(states, state));
+    if (read_int(r, &n) < 0 || (f[1] = PyLong_FromLongLong(n)) == NULL || read_branch(r, &present) < 0)
+        goto error;
+    if (present) {
+        if (read_int(r, &n) < 0 || (f[2] = PyLong_FromLongLong(n)) == NULL)
+            goto error;
+    }
+    else {
+        f[2] = Py_NewRef(Py_None);
+    }
+    if (read_int(r, &n) < 0 || (f[3] = PyLong_FromLongLong(n)) == NULL || (missing = PyList_New(0)) == NULL
+        || read_count(r, &count) < 0)
+        goto error;
+    while (count) {
+        for (; count; count--) {
+            PyObject *item;
+            if (read_int(r, &n) < 0 || (item = PyLong_FromLongLong(n)) == NULL)
+                goto error;
+            int failed = PyList_Append(missing, item);
+            Py_DECREF(item);
+            if (failed < 0)
+                goto error;
+        }
+        if (read_count(r, &count) < 0)
+            goto error;
+    }
+    if ((f[4] = PyList_AsTuple(missing)) == NULL)
+        goto error;
+    Py_DECREF(missing);
+    return make(&STATUS, f);
+error:
+    clear_all(f, 5);
+    Py_XDECREF(missing);
+    return NULL;
+}
+
+static PyObject *
+read_step(Reader *r)
+{
+    /* event_id, session_id, mechanism, seq, user, collection, question, triples, status, duplicate, graph */
+    PyObject *f[11] = {NULL};
+    Py_ssize_t mechanism;
+    int64_t seq;
+    if ((f[0] = read_str(r)) == NULL || (f[1] = read_str(r)) == NULL || read_enum(r, n_mechanisms, &mechanism) < 0)
+        goto error;
+    f[2] = Py_NewRef(PyTuple_GET_ITEM(mechanisms, mechanism));
+    if (read_long(r, &seq) < 0 || (f[3] = PyLong_FromLongLong(seq)) == NULL || (f[4] = read_str(r)) == NULL
+        || (f[5] = read_str(r)) == NULL || (f[6] = read_str(r)) == NULL || (f[10] = read_str(r)) == NULL
+        || (f[7] = read_triples(r)) == NULL || (f[8] = read_status(r)) == NULL)
+        goto error;
+    if (r->pos >= r->len) {
+        past_end();
+        goto error;
+    }
+    unsigned int duplicate = r->buf[r->pos];
+    if (duplicate > 1) {
+        PyErr_SetString(PyExc_ValueError, "not a boolean");
+        goto error;
+    }
+    if (r->pos + 1 != r->len) {
+        PyErr_SetString(PyExc_ValueError, "trailing bytes");
+        goto error;
+    }
+    f[9] = Py_NewRef(duplicate ? Py_True : Py_False);
+    return make(&STEP, f);
+error:
+    clear_all(f, 11);
+    return NULL;
+}
+
+/* -- the module --------------------------------------------------------------- */
+
+PyDoc_STRVAR(read_step_triples_doc,
+"read_step_triples(buf, pos, /)\n--\n\n"
+"The ``StepTriples`` whose Avro body starts at ``pos`` and ends at the end of ``buf``.\n\n"
+"What :func:`provstream.codec.triples_reader.read_step_triples` returns (equal values,\n"
+"the same interned vocabulary IRIs) and raises for the same inputs.\n\n"
+"Parameters:\n"
+"    buf: the whole single-object message (``bytes``; any other type is a ``TypeError``).\n"
+"    pos: where the body starts (``provstream.codec.avro.HEADER_LEN``), 0 <= pos <= len(buf).\n\n"
+"Returns:\n"
+"    the ``StepTriples`` value.\n\n"
+"Raises:\n"
+"    ValueError, IndexError or UnicodeDecodeError on anything the Python reader refuses.\n\n"
+"Example::\n\n"
+"    >>> from provstream.codec import avro, records\n"
+"    >>> from provstream.core.triples import Iri, SessionState, SessionStatus, StepTriples, Triple\n"
+"    >>> from provstream.core.vocab import Mechanism\n"
+"    >>> step = StepTriples(\"e1\", \"s1\", Mechanism.AGENT, 0, \"u\", \"c\", \"urn:q\",\n"
+"    ...                    (Triple(Iri(\"urn:a\"), Iri(\"urn:b\"), Iri(\"urn:c\")),), SessionStatus(SessionState.OPEN, 1))\n"
+"    >>> read_step_triples(records.encode_triples(step), avro.HEADER_LEN) == step\n"
+"    True\n");
+
+static PyObject *
+read_step_triples(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Reader r;
+    Py_ssize_t pos;
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "read_step_triples() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "read_step_triples() needs bytes, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    r.buf = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    r.len = PyBytes_GET_SIZE(args[0]);
+    if (pos < 0 || pos > r.len) {
+        PyErr_SetString(PyExc_ValueError, "pos outside the message");
+        return NULL;
+    }
+    r.pos = pos;
+    return read_step(&r);
+}
+
+PyDoc_STRVAR(direct_construction_doc,
+"direct_construction(enabled=None, /)\n--\n\n"
+"Whether values are made by filling a fresh instance's slots (True) or by calling their class.\n\n"
+"Parameters:\n"
+"    enabled: ``None`` only asks; ``True``/``False`` switches (``True`` is refused with\n"
+"        ``ValueError`` when a class did not pass the import-time checks).\n\n"
+"Returns:\n"
+"    the setting before the call.\n\n"
+"Example::\n\n"
+"    >>> before = direct_construction(False)  # from now on every value through its dataclass __init__\n"
+"    >>> direct_construction(before)\n"
+"    False\n");
+
+static PyObject *
+direct_construction(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    int before = use_direct, possible = 1;
+    (void)module;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "direct_construction() takes at most 1 argument");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < NCLASSES; i++)
+        possible &= CLASSES[i]->direct;
+    before &= possible;
+    if (nargs == 1 && args[0] != Py_None) {
+        int enabled = PyObject_IsTrue(args[0]);
+        if (enabled < 0)
+            return NULL;
+        if (enabled && !possible) {
+            PyErr_SetString(PyExc_ValueError, "a class did not pass the checks for direct construction");
+            return NULL;
+        }
+        use_direct = enabled;
+    }
+    return PyBool_FromLong(before);
+}
+
+static PyMethodDef methods[] = {
+    {"read_step_triples", (PyCFunction)(void (*)(void))read_step_triples, METH_FASTCALL, read_step_triples_doc},
+    {"direct_construction", (PyCFunction)(void (*)(void))direct_construction, METH_FASTCALL,
+     direct_construction_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+/* Whether instances of c can be made by filling their slots: 1 yes, 0 no, -1 error. */
+static int
+check_direct(Cls *c, PyObject *fields)
+{
+    PyTypeObject *t = c->type;
+    if (t->tp_new != PyBaseObject_Type.tp_new || t->tp_dictoffset != 0 || t->tp_alloc == NULL
+        || PyObject_HasAttrString((PyObject *)t, "__post_init__"))
+        return 0;
+    for (Py_ssize_t i = 0; i < c->nfields; i++) {
+        PyObject *field = PyTuple_GET_ITEM(fields, i);
+        PyObject *init = PyObject_GetAttrString(field, "init");
+        if (init == NULL)
+            return -1;
+        int takes = PyObject_IsTrue(init);
+        Py_DECREF(init);
+        if (takes != 1)
+            return takes < 0 ? -1 : 0;
+        PyObject *descr = PyDict_GetItemString(t->tp_dict, c->fields[i]);  /* borrowed */
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type))
+            return 0;
+        PyMemberDescrObject *member = (PyMemberDescrObject *)descr;
+        if (member->d_common.d_type != t || member->d_member->type != T_OBJECT_EX
+            || (member->d_member->flags & READONLY) || member->d_member->offset < (Py_ssize_t)sizeof(PyObject)
+            || member->d_member->offset + (Py_ssize_t)sizeof(PyObject *) > t->tp_basicsize)
+            return 0;
+        c->offsets[i] = member->d_member->offset;
+    }
+    return 1;
+}
+
+/* Fetch class c from the reader module and check its fields are the ones this reader fills, in order. */
+static int
+load_class(Cls *c, PyObject *reader, PyObject *dataclass_fields)
+{
+    PyObject *type = PyObject_GetAttrString(reader, c->name), *fields = NULL;
+    int ok = -1;
+    if (type == NULL)
+        return -1;
+    if (!PyType_Check(type)) {
+        PyErr_Format(PyExc_ImportError, "%s is not a class", c->name);
+        goto done;
+    }
+    c->type = (PyTypeObject *)type;
+    type = NULL;
+    fields = PyObject_CallOneArg(dataclass_fields, (PyObject *)c->type);
+    if (fields == NULL)
+        goto done;
+    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != c->nfields) {
+        PyErr_Format(PyExc_ImportError, "%s does not have the %zd fields this reader fills", c->name, c->nfields);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < c->nfields; i++) {
+        PyObject *name = PyObject_GetAttrString(PyTuple_GET_ITEM(fields, i), "name");
+        if (name == NULL)
+            goto done;
+        int same = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, c->fields[i]) == 0;
+        Py_DECREF(name);
+        if (!same) {
+            PyErr_Format(PyExc_ImportError, "%s's field %zd is not %s", c->name, i, c->fields[i]);
+            goto done;
+        }
+    }
+    if ((c->direct = check_direct(c, fields)) < 0)
+        goto done;
+    ok = 0;
+done:
+    Py_XDECREF(type);
+    Py_XDECREF(fields);
+    return ok;
+}
+
+static int
+load_enum(PyObject *reader, const char *name, PyObject **out, Py_ssize_t *n)
+{
+    *out = PyObject_GetAttrString(reader, name);
+    if (*out == NULL)
+        return -1;
+    if (!PyTuple_CheckExact(*out) || PyTuple_GET_SIZE(*out) == 0) {
+        PyErr_Format(PyExc_ImportError, "triples_reader.%s is not a tuple of enum members", name);
+        return -1;
+    }
+    *n = PyTuple_GET_SIZE(*out);
+    return 0;
+}
+
+/* Forget everything a failed import loaded, so that a later import starts afresh. */
+static void
+unload(void)
+{
+    for (Py_ssize_t i = 0; i < NCLASSES; i++) {
+        Py_CLEAR(CLASSES[i]->type);
+        CLASSES[i]->direct = 0;
+    }
+    Py_CLEAR(mechanisms);
+    Py_CLEAR(states);
+    for (size_t i = 0; i < VOCAB_SLOTS; i++) {
+        Py_CLEAR(vocab[i].key);
+        Py_CLEAR(vocab[i].iri);
+    }
+}
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "provstream.codec._triples_c",
+    "The direct StepTriples reader in C: provstream.codec.triples_reader.read_step_triples, faster.\n\n"
+    "FINGERPRINT is the schema fingerprint (hex) of the form it reads.",
+    -1,
+    methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__triples_c(void)
+{
+    PyObject *reader = NULL, *dataclasses = NULL, *dataclass_fields = NULL, *iris = NULL, *module = NULL;
+    if (IRI.type != NULL) {
+        PyErr_SetString(PyExc_ImportError, "provstream.codec._triples_c cannot be loaded twice in one process");
+        return NULL;
+    }
+    if ((reader = PyImport_ImportModule("provstream.codec.triples_reader")) == NULL
+        || (dataclasses = PyImport_ImportModule("dataclasses")) == NULL
+        || (dataclass_fields = PyObject_GetAttrString(dataclasses, "fields")) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < NCLASSES; i++)
+        if (load_class(CLASSES[i], reader, dataclass_fields) < 0)
+            goto done;
+    if (load_enum(reader, "_MECHANISMS", &mechanisms, &n_mechanisms) < 0
+        || load_enum(reader, "_STATES", &states, &n_states) < 0
+        || (iris = PyObject_GetAttrString(reader, "_IRIS")) == NULL || vocab_fill(iris) < 0)
+        goto done;
+    module = PyModule_Create(&module_def);
+    if (module != NULL && PyModule_AddStringConstant(module, "FINGERPRINT", FINGERPRINT) < 0)
+        Py_CLEAR(module);
+done:
+    if (module == NULL) {
+        unload();
+        if (!PyErr_ExceptionMatches(PyExc_ImportError)) {  /* callers fall back on ImportError only */
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            PyErr_NormalizeException(&type, &value, &traceback);
+            PyErr_Format(PyExc_ImportError, "provstream.codec._triples_c cannot load: %R", value);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+        }
+    }
+    Py_XDECREF(reader);
+    Py_XDECREF(dataclasses);
+    Py_XDECREF(dataclass_fields);
+    Py_XDECREF(iris);
+    return module;
+}
