@@ -56,7 +56,7 @@ class Settings:
     triples_dlq_topic: str = "provstream.triples.dlq"
     partitions: int = 4
     worker_app_id: str = "provstream-fold"
-    worker_fold_process: int = 1  # 1: the worker folds in a helper process, 0: in its own
+    worker_fold_process: int = 0  # 0: the worker folds in its own process, 1: in a helper process
     session_retention_s: int = 7 * 24 * 3600  # the worker forgets a session unchanged this long; 0: never
     sink_group: str = "provstream-sink"
     neo4j_uri: str = "bolt://127.0.0.1:7687"
@@ -70,6 +70,7 @@ class Settings:
     sink_batch_size: int = 2000
     sink_batch_ms: int = 100
     sink_writers: int = 2  # parallel Neo4j transactions per sink batch (its sessions split between them)
+    gc_gen0: int = 100_000  # worker/sink/otlp/replay: allocations between young collections; 0: Python's 700
     emit_buffer: int = 100_000
     emit_block_ms: int = 10_000
     emit_close_ms: int = 15_000  # the longest close() (and the flush at interpreter exit) waits for Kafka
@@ -168,6 +169,8 @@ class Settings:
                             ("PROVSTREAM_SINK_WRITERS", self.sink_writers)):
             if value < 1:
                 raise ConfigError(f"{name} must be at least 1, got {value}")
+        if self.gc_gen0 < 0:
+            raise ConfigError(f"PROVSTREAM_GC_GEN0 must be 0 (Python's default) or more, got {self.gc_gen0}")
         if self.kafka_brokers < 1:
             raise ConfigError(f"PROVSTREAM_KAFKA_BROKERS must be at least 1, got {self.kafka_brokers}")
         if self.kafka_replication_factor < 0:

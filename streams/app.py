@@ -25,13 +25,14 @@ same one the emitter uses, so with equal partition counts (checked at start)
 a session's state stays co-partitioned with its events. ``--batch-size 1``
 keeps per-event processing available.
 
-Throughput (figures in BENCHMARKS.md, "Fold worker"): batches are folded in a
-helper process (:mod:`.offload`) while the agent takes the next batch, so the
-fold and Faust's per-message work run on two cores; triples go out as one
-record batch per partition (:mod:`.publish`); Faust's fetcher delivers a
-message without creating tasks when nothing has to wait
-(:mod:`.faust_speedups`). ``PROVSTREAM_WORKER_FOLD_PROCESS=0`` folds in the
-worker's own process instead.
+Throughput (figures in BENCHMARKS.md, "Fold worker" and "End to end"): triples
+go out as one record batch per partition (:mod:`.publish`); Faust's fetcher
+delivers a message without creating tasks when nothing has to wait
+(:mod:`.faust_speedups`). The worker folds in its own process; with
+``PROVSTREAM_WORKER_FOLD_PROCESS=1`` batches are folded in a helper process
+(:mod:`.offload`) while the agent takes the next batch (no faster end to end
+on two cores, where the helper's core is the one Neo4j and the sink need; more
+workers scale out instead).
 
 :func:`create_app` installs :mod:`.faust_fixes`: after a rebalance the events
 partitions are seeked before they are resumed, and records the consumer
@@ -74,13 +75,13 @@ class WorkerOptions:
     """How the worker batches: ``batch_size`` 1 means per-event processing.
 
     ``fold_process``: fold batches in a helper process (:mod:`.offload`);
-    off, or with per-event processing, the worker folds in its own process.
+    off (the default), or with per-event processing, the worker folds in its own process.
     """
 
     batch_size: int = 1000
     batch_within: float = 0.05
     datadir: Path | None = None
-    fold_process: bool = True
+    fold_process: bool = False
 
 
 def datadir(settings: Settings, options: WorkerOptions) -> Path:

@@ -108,10 +108,8 @@ def test_bundled_trajectories_give_exactly_the_expected_triples(settings: Settin
     assert len(by_session) == 12 and len(expected) == count
     with running_worker(settings, log=settings.stack_dir / "worker.log") as worker:
         got = triples_covering(settings, set(expected))
-        helpers = worker.descendants()
-        assert helpers, "by default the worker folds in a helper process"
+        assert worker.descendants() == set(), "by default the worker folds in its own process"
         assert worker.stop() == 0, "SIGTERM must shut the worker down cleanly"
-        assert alive(helpers, timeout=10) == set(), "the worker's helper processes end with it"
     assert {m.event_id for m in got} == set(expected)
     for m in got:
         assert m.triples == expected[m.event_id].triples
@@ -131,6 +129,8 @@ def _committed(s: Settings) -> int:
 
 
 def test_sigkill_mid_stream_loses_and_duplicates_nothing(settings: Settings, unique: str) -> None:
+    """With the fold in a helper process (the default in-process fold is killed in ``make faults``)."""
+    settings = replace(settings, worker_fold_process=1)
     sessions = bundled_sessions(settings, f"k{unique}", copies=10)
     expected = offline(sessions)
     # Round-robin by step: every session is still open when the worker dies.
@@ -180,6 +180,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(settings: Settings, uni
 
 def test_sigterm_to_the_process_group_mid_stream_stops_cleanly(settings: Settings, unique: str) -> None:
     """As ``provstream stack down`` stops it: the worker finishes the batch in hand, exits 0, its helper too."""
+    settings = replace(settings, worker_fold_process=1)
     sessions = bundled_sessions(settings, f"t{unique}", copies=10)
     expected = offline(sessions)
     paced = sorted((e for s in sessions for e in s), key=lambda e: (e.seq, e.session_id))
@@ -207,14 +208,15 @@ def test_sigterm_to_the_process_group_mid_stream_stops_cleanly(settings: Setting
     assert union(got) == union(list(expected.values()))
 
 
-@pytest.mark.parametrize("mode", [(), ("--fold-in-process",)], ids=["helper process", "in process"])
+@pytest.mark.parametrize("helper", [True, False], ids=["helper process", "in process"])
 def test_garbage_and_invalid_events_go_to_the_dead_letter_topic(
-    settings: Settings, unique: str, mode: tuple[str, ...],
+    settings: Settings, unique: str, helper: bool,
 ) -> None:
     [good] = bundled_sessions(settings, f"g{unique}")[:1]
     bad_scope = replace(good[1], event_id="other", user="mallory")
-    with running_worker(settings, *mode, log=settings.stack_dir / "worker.log") as worker:
-        assert bool(worker.descendants()) == (mode == ())
+    mode = replace(settings, worker_fold_process=int(helper))  # PROVSTREAM_WORKER_FOLD_PROCESS
+    with running_worker(mode, log=settings.stack_dir / "worker.log") as worker:
+        assert bool(worker.descendants()) == helper
         p = producer(settings)
         p.send(settings.events_topic, key=b"junk", value=b"\x00not avro at all", headers=[("origin", b"test")])
         send_events(settings, good[:1], p)

@@ -27,7 +27,8 @@ TRAJECTORIES = REACT_TRAJECTORIES
 
 def worker_env(settings: Settings) -> dict[str, str]:
     names = ("kafka_bootstrap", "events_topic", "triples_topic", "events_dlq_topic", "triples_dlq_topic",
-             "worker_app_id", "partitions", "stack_dir", "max_message_bytes", "session_retention_s")
+             "worker_app_id", "partitions", "stack_dir", "max_message_bytes", "session_retention_s",
+             "worker_fold_process")
     return {**os.environ, **{f"PROVSTREAM_{n.upper()}": str(getattr(settings, n)) for n in names}}
 
 

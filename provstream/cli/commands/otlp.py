@@ -35,6 +35,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from provstream.connectors.otlp import serve
+    from provstream.gc_tuning import tune_gc
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     overrides = {k: v for k, v in (("otlp_host", args.host), ("otlp_grpc_port", args.grpc_port),
                                    ("otlp_http_port", args.http_port)) if v is not None}
     settings = replace(settings, **overrides)
+    tune_gc(settings)
 
     async def main() -> int:
         stop = asyncio.Event()

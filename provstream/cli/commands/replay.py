@@ -23,6 +23,7 @@ from typing import Any
 from provstream.connectors.bulk import BulkOptions, BulkStats, bulk_rebuild
 from provstream.connectors.replay import ReplayStats, Reset, StartAt, parse_offset, parse_time, replay
 from provstream.errors import ConfigError
+from provstream.gc_tuning import tune_gc
 from provstream.progress import Progress
 from provstream.settings import Settings
 
@@ -62,6 +63,7 @@ def start_of(args: argparse.Namespace) -> StartAt:
 
 def run_bulk(args: argparse.Namespace, settings: Settings) -> int:
     """The bulk rebuild: progress on stderr, the summary line on stdout."""
+    tune_gc(settings)
     bar = Progress("bulk", unit="records")
 
     def progress(stats: BulkStats) -> None:
@@ -87,6 +89,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not (args.from_beginning or args.from_offset or args.from_time):
         raise ConfigError("replay needs a start: --from-beginning, --from-offset PARTITION:OFFSET or --from-time TIME "
                           "(or --bulk)")
+    tune_gc(settings)
     bar = Progress("replay", unit="events")
 
     def progress(stats: ReplayStats) -> None:

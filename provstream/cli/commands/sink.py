@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from provstream.connectors.sink import run_sink
+from provstream.gc_tuning import tune_gc
 from provstream.settings import Settings
 
 
@@ -33,6 +34,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    tune_gc(settings)
 
     def ready() -> None:
         print(f"provstream sink ready: {settings.triples_topic} -> {settings.neo4j_uri} "

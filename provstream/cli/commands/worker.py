@@ -23,8 +23,8 @@ def register(subparsers: Any) -> None:
                    help=f"events folded per batch; 1 = per-event processing (default {DEFAULT_BATCH})")
     p.add_argument("--batch-ms", type=int, default=50, help="longest wait to fill a batch (default 50)")
     p.add_argument("--fold-in-process", action="store_true",
-                   help="fold in the worker's own process instead of a helper process "
-                        "(default: a helper, unless PROVSTREAM_WORKER_FOLD_PROCESS=0)")
+                   help="fold in the worker's own process even when PROVSTREAM_WORKER_FOLD_PROCESS=1 "
+                        "asks for a helper process (the default folds in the worker's own process)")
     p.add_argument("--datadir", type=Path, default=None,
                    help="Faust data directory (default <stack dir>/faust/<app id>)")
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -33,8 +33,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from provstream.gc_tuning import tune_gc
     from provstream.streams.app import WorkerOptions
     from provstream.streams.runner import run as run_worker
+
+    tune_gc(settings)
 
     options = WorkerOptions(batch_size=args.batch_size, batch_within=args.batch_ms / 1000, datadir=args.datadir,
                             fold_process=bool(settings.worker_fold_process) and not args.fold_in_process)
