@@ -117,10 +117,10 @@ def test_sigkill_mid_stream_and_restart_leaves_every_step_exactly_once(isolated:
 
 def test_parallel_transactions_give_the_same_graph_through_a_sigkill(isolated: Settings, unique: str) -> None:
     """Batches split by session between three parallel transactions: every step once, every status complete."""
-    per_session = sessions(isolated, f"lanes-{unique}", copies=30)
+    per_session = sessions(isolated, f"lanes-{unique}", copies=100)  # ~6,200 messages: about 20 batches
     messages = fold_all(interleave(per_session))
     produce_triples(isolated, messages)
-    lanes = {"PROVSTREAM_SINK_WRITERS": "3", "PROVSTREAM_SINK_BATCH_SIZE": "600"}
+    lanes = {"PROVSTREAM_SINK_WRITERS": "3", "PROVSTREAM_SINK_BATCH_SIZE": "300"}  # 3 x 100 messages
     try:
         with sink_process(isolated, **lanes) as proc:
             wait_until(lambda: committed_total(isolated)[0] > 0, 60, "a first commit")
