@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests erase-tests bulk-tests peer-bench
 
-# setup.py builds the C extension in place (provstream/codec/_triples_c.c): a changed source rebuilds it.
-$(STAMP): pyproject.toml setup.py scripts/bootstrap provstream/codec/_triples_c.c
+# setup.py builds the C extensions in place (provstream/codec/*.c, *.h): a changed source rebuilds them.
+$(STAMP): pyproject.toml setup.py scripts/bootstrap $(wildcard provstream/codec/*.c provstream/codec/*.h)
 	bash scripts/bootstrap
 	touch $(STAMP)
 

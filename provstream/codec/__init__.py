@@ -13,8 +13,9 @@ decode. The hot messages have direct writers/readers (:mod:`.event_writer`,
 :mod:`.records`, :mod:`.triples_reader`), chosen once at import when the
 current schema is the one they were written for, with fastavro beside them;
 the triples reader also exists in C (``_triples_c``, an optional extension
-built from ``_triples_c.c``), used when it was built unless
-``PROVSTREAM_NO_C_EXTENSIONS=1``.
+built from ``_triples_c.c``), and events of the current form are read by a C
+reader (``_events_c``, from ``_events_c.c``) with fastavro behind it; each is
+used when it was built unless ``PROVSTREAM_NO_C_EXTENSIONS=1``.
 
 Example::
 

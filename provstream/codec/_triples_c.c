@@ -10,19 +10,13 @@
  * come back as the very Iri objects of triples_reader._IRIS.
  *
  * The classes, the enum members and the interned IRIs are read from
- * provstream.codec.triples_reader once, when the module is imported. The
- * values are made the way their dataclass __init__ makes them (a fresh
- * instance whose slots hold the fields), without running that __init__: the
- * module checks at import that each class is a plain slotted dataclass with
- * the expected fields (no __post_init__, no __new__, no __dict__, every
- * field a writable object slot of its own) and otherwise calls the class.
+ * provstream.codec.triples_reader once, when the module is imported. The Avro
+ * primitives and the way values are made (filling a fresh instance's slots
+ * for classes that pass the import-time checks) are in _avro_c.h, shared with
+ * _events_c.c.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
-#include <stdint.h>
-#include <string.h>
+#include "_avro_c.h"
 
 /* The canonical form of provstream.StepTriples this reader is written for: its
  * CRC-64-AVRO fingerprint, as records.DIRECT_TRIPLES_FINGERPRINT. records.py
@@ -30,17 +24,6 @@
 #define FINGERPRINT "537f9d68b2e5e159"
 
 /* -- the classes the values are made of ----------------------------------- */
-
-#define MAX_FIELDS 11
-
-typedef struct {
-    const char *name;
-    const char *fields[MAX_FIELDS];
-    Py_ssize_t nfields;
-    PyTypeObject *type;            /* strong reference */
-    Py_ssize_t offsets[MAX_FIELDS];
-    int direct;                    /* 1: allocate and fill the slots; 0: call the class */
-} Cls;
 
 static Cls IRI = {"Iri", {"value"}, 1, NULL, {0}, 0};
 static Cls LITERAL = {"Literal", {"value", "datatype", "language"}, 3, NULL, {0}, 0};
@@ -54,41 +37,10 @@ static Cls STEP = {"StepTriples",
 static Cls *const CLASSES[] = {&IRI, &LITERAL, &QUOTED, &TRIPLE, &STATUS, &STEP};
 #define NCLASSES ((Py_ssize_t)(sizeof(CLASSES) / sizeof(CLASSES[0])))
 
-static int use_direct = 1;         /* direct_construction(): off makes every value by calling its class */
-
 static PyObject *mechanisms;       /* triples_reader._MECHANISMS: tuple of Mechanism */
 static PyObject *states;           /* triples_reader._STATES: tuple of SessionState */
 static Py_ssize_t n_mechanisms, n_states;
 #define TERM_KINDS 3               /* provstream.TermKind: IRI, LITERAL, TRIPLE */
-
-/* A value of class c from its fields; steals the n references in args (all non-NULL). */
-static PyObject *
-make(Cls *c, PyObject **args)
-{
-    PyObject *obj;
-    Py_ssize_t i;
-    if (c->direct && use_direct) {
-        obj = c->type->tp_alloc(c->type, 0);
-        if (obj != NULL) {
-            for (i = 0; i < c->nfields; i++)
-                *(PyObject **)((char *)obj + c->offsets[i]) = args[i];
-            return obj;
-        }
-    }
-    else {
-        obj = PyObject_Vectorcall((PyObject *)c->type, args, (size_t)c->nfields, NULL);
-    }
-    for (i = 0; i < c->nfields; i++)
-        Py_DECREF(args[i]);
-    return obj;
-}
-
-static void
-clear_all(PyObject **args, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_CLEAR(args[i]);
-}
 
 /* -- the vocabulary: encoded IRI -> the interned Iri of triples_reader._IRIS */
 
@@ -156,127 +108,7 @@ vocab_fill(PyObject *iris)
     return 0;
 }
 
-/* -- the Avro primitives: each returns 0, or -1 with an exception set ---------- */
-
-typedef struct {
-    const unsigned char *buf;
-    Py_ssize_t len;
-    Py_ssize_t pos;
-} Reader;
-
-static int
-past_end(void)
-{
-    PyErr_SetString(PyExc_IndexError, "message ends early");
-    return -1;
-}
-
-static int
-fail(PyObject *type, const char *message)
-{
-    PyErr_SetString(type, message);
-    return -1;
-}
-
-/* A zig-zag varint of at most ten bytes within the long range. */
-static inline int
-read_long(Reader *r, int64_t *out)
-{
-    uint64_t n = 0;
-    int shift = 0;
-    unsigned int b;
-    for (;;) {
-        if (r->pos >= r->len)
-            return past_end();
-        b = r->buf[r->pos++];
-        if (shift == 63) {
-            if (b & 0x80)
-                return fail(PyExc_ValueError, "varint longer than 10 bytes");
-            if (b > 1)
-                return fail(PyExc_ValueError, "varint out of the long range");
-        }
-        n |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80))
-            break;
-        shift += 7;
-    }
-    *out = (int64_t)(n >> 1) ^ -(int64_t)(n & 1);
-    return 0;
-}
-
-static inline int
-read_int(Reader *r, int64_t *out)
-{
-    if (read_long(r, out) < 0)
-        return -1;
-    if (*out < INT32_MIN || *out > INT32_MAX)
-        return fail(PyExc_ValueError, "int out of range");
-    return 0;
-}
-
-static inline int
-read_enum(Reader *r, Py_ssize_t symbols, Py_ssize_t *out)
-{
-    int64_t index;
-    if (read_long(r, &index) < 0)
-        return -1;
-    if (index < 0 || index >= symbols)
-        return fail(PyExc_IndexError, "enum index out of range");
-    *out = (Py_ssize_t)index;
-    return 0;
-}
-
-/* A string's bytes: its start in buf and its length. */
-static inline int
-read_span(Reader *r, Py_ssize_t *start, Py_ssize_t *length)
-{
-    int64_t n;
-    if (read_long(r, &n) < 0)
-        return -1;
-    if (n < 0)
-        return fail(PyExc_ValueError, "negative length");
-    if (n > r->len - r->pos)
-        return fail(PyExc_ValueError, "string runs past the end");
-    *start = r->pos;
-    *length = (Py_ssize_t)n;
-    r->pos += (Py_ssize_t)n;
-    return 0;
-}
-
-/* An array block's item count; blocks with a byte size (negative count) are left to fastavro. */
-static inline int
-read_count(Reader *r, int64_t *out)
-{
-    if (read_long(r, out) < 0)
-        return -1;
-    if (*out < 0)
-        return fail(PyExc_ValueError, "array block with a byte size");
-    return 0;
-}
-
-/* A union's branch as the Python reader reads it: one byte, 0 (null) or 2 (the value). */
-static inline int
-read_branch(Reader *r, int *present)
-{
-    if (r->pos >= r->len)
-        return past_end();
-    unsigned int b = r->buf[r->pos++];
-    if (b != 0 && b != 2)
-        return fail(PyExc_ValueError, "union index out of range");
-    *present = b == 2;
-    return 0;
-}
-
 /* -- the values: each returns a new reference, or NULL with an exception set -- */
-
-static PyObject *
-read_str(Reader *r)
-{
-    Py_ssize_t start, length;
-    if (read_span(r, &start, &length) < 0)
-        return NULL;
-    return PyUnicode_DecodeUTF8((const char *)r->buf + start, length, NULL);
-}
 
 static PyObject *
 new_iri(PyObject *value)
@@ -295,16 +127,6 @@ read_iri(Reader *r)
     if (iri != NULL)
         return Py_NewRef(iri);
     return new_iri(PyUnicode_DecodeUTF8((const char *)r->buf + start, length, NULL));
-}
-
-/* An optional string: None or a str. */
-static PyObject *
-read_optional(Reader *r)
-{
-    int present;
-    if (read_branch(r, &present) < 0)
-        return NULL;
-    return present ? read_str(r) : Py_NewRef(Py_None);
 }
 
 static PyObject *
@@ -516,65 +338,19 @@ static PyObject *
 read_step_triples(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Reader r;
-    Py_ssize_t pos;
     (void)module;
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "read_step_triples() takes 2 arguments (%zd given)", nargs);
+    if (reader_args("read_step_triples", args, nargs, &r) < 0)
         return NULL;
-    }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_Format(PyExc_TypeError, "read_step_triples() needs bytes, not %.100s", Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
-    pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-    r.buf = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    r.len = PyBytes_GET_SIZE(args[0]);
-    if (pos < 0 || pos > r.len) {
-        PyErr_SetString(PyExc_ValueError, "pos outside the message");
-        return NULL;
-    }
-    r.pos = pos;
     return read_step(&r);
 }
 
-PyDoc_STRVAR(direct_construction_doc,
-"direct_construction(enabled=None, /)\n--\n\n"
-"Whether values are made by filling a fresh instance's slots (True) or by calling their class.\n\n"
-"Parameters:\n"
-"    enabled: ``None`` only asks; ``True``/``False`` switches (``True`` is refused with\n"
-"        ``ValueError`` when a class did not pass the import-time checks).\n\n"
-"Returns:\n"
-"    the setting before the call.\n\n"
-"Example::\n\n"
-"    >>> before = direct_construction(False)  # from now on every value through its dataclass __init__\n"
-"    >>> direct_construction(before)\n"
-"    False\n");
+PyDoc_STRVAR(direct_construction_doc, DIRECT_CONSTRUCTION_DOC);
 
 static PyObject *
 direct_construction(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    int before = use_direct, possible = 1;
     (void)module;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "direct_construction() takes at most 1 argument");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < NCLASSES; i++)
-        possible &= CLASSES[i]->direct;
-    before &= possible;
-    if (nargs == 1 && args[0] != Py_None) {
-        int enabled = PyObject_IsTrue(args[0]);
-        if (enabled < 0)
-            return NULL;
-        if (enabled && !possible) {
-            PyErr_SetString(PyExc_ValueError, "a class did not pass the checks for direct construction");
-            return NULL;
-        }
-        use_direct = enabled;
-    }
-    return PyBool_FromLong(before);
+    return switch_direct(CLASSES, NCLASSES, args, nargs);
 }
 
 static PyMethodDef methods[] = {
@@ -583,77 +359,6 @@ static PyMethodDef methods[] = {
      direct_construction_doc},
     {NULL, NULL, 0, NULL},
 };
-
-/* Whether instances of c can be made by filling their slots: 1 yes, 0 no, -1 error. */
-static int
-check_direct(Cls *c, PyObject *fields)
-{
-    PyTypeObject *t = c->type;
-    if (t->tp_new != PyBaseObject_Type.tp_new || t->tp_dictoffset != 0 || t->tp_alloc == NULL
-        || PyObject_HasAttrString((PyObject *)t, "__post_init__"))
-        return 0;
-    for (Py_ssize_t i = 0; i < c->nfields; i++) {
-        PyObject *field = PyTuple_GET_ITEM(fields, i);
-        PyObject *init = PyObject_GetAttrString(field, "init");
-        if (init == NULL)
-            return -1;
-        int takes = PyObject_IsTrue(init);
-        Py_DECREF(init);
-        if (takes != 1)
-            return takes < 0 ? -1 : 0;
-        PyObject *descr = PyDict_GetItemString(t->tp_dict, c->fields[i]);  /* borrowed */
-        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type))
-            return 0;
-        PyMemberDescrObject *member = (PyMemberDescrObject *)descr;
-        if (member->d_common.d_type != t || member->d_member->type != T_OBJECT_EX
-            || (member->d_member->flags & READONLY) || member->d_member->offset < (Py_ssize_t)sizeof(PyObject)
-            || member->d_member->offset + (Py_ssize_t)sizeof(PyObject *) > t->tp_basicsize)
-            return 0;
-        c->offsets[i] = member->d_member->offset;
-    }
-    return 1;
-}
-
-/* Fetch class c from the reader module and check its fields are the ones this reader fills, in order. */
-static int
-load_class(Cls *c, PyObject *reader, PyObject *dataclass_fields)
-{
-    PyObject *type = PyObject_GetAttrString(reader, c->name), *fields = NULL;
-    int ok = -1;
-    if (type == NULL)
-        return -1;
-    if (!PyType_Check(type)) {
-        PyErr_Format(PyExc_ImportError, "%s is not a class", c->name);
-        goto done;
-    }
-    c->type = (PyTypeObject *)type;
-    type = NULL;
-    fields = PyObject_CallOneArg(dataclass_fields, (PyObject *)c->type);
-    if (fields == NULL)
-        goto done;
-    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != c->nfields) {
-        PyErr_Format(PyExc_ImportError, "%s does not have the %zd fields this reader fills", c->name, c->nfields);
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < c->nfields; i++) {
-        PyObject *name = PyObject_GetAttrString(PyTuple_GET_ITEM(fields, i), "name");
-        if (name == NULL)
-            goto done;
-        int same = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, c->fields[i]) == 0;
-        Py_DECREF(name);
-        if (!same) {
-            PyErr_Format(PyExc_ImportError, "%s's field %zd is not %s", c->name, i, c->fields[i]);
-            goto done;
-        }
-    }
-    if ((c->direct = check_direct(c, fields)) < 0)
-        goto done;
-    ok = 0;
-done:
-    Py_XDECREF(type);
-    Py_XDECREF(fields);
-    return ok;
-}
 
 static int
 load_enum(PyObject *reader, const char *name, PyObject **out, Py_ssize_t *n)
@@ -673,10 +378,7 @@ load_enum(PyObject *reader, const char *name, PyObject **out, Py_ssize_t *n)
 static void
 unload(void)
 {
-    for (Py_ssize_t i = 0; i < NCLASSES; i++) {
-        Py_CLEAR(CLASSES[i]->type);
-        CLASSES[i]->direct = 0;
-    }
+    unload_classes(CLASSES, NCLASSES);
     Py_CLEAR(mechanisms);
     Py_CLEAR(states);
     for (size_t i = 0; i < VOCAB_SLOTS; i++) {
@@ -698,19 +400,14 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__triples_c(void)
 {
-    PyObject *reader = NULL, *dataclasses = NULL, *dataclass_fields = NULL, *iris = NULL, *module = NULL;
+    PyObject *reader = NULL, *iris = NULL, *module = NULL;
     if (IRI.type != NULL) {
         PyErr_SetString(PyExc_ImportError, "provstream.codec._triples_c cannot be loaded twice in one process");
         return NULL;
     }
     if ((reader = PyImport_ImportModule("provstream.codec.triples_reader")) == NULL
-        || (dataclasses = PyImport_ImportModule("dataclasses")) == NULL
-        || (dataclass_fields = PyObject_GetAttrString(dataclasses, "fields")) == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < NCLASSES; i++)
-        if (load_class(CLASSES[i], reader, dataclass_fields) < 0)
-            goto done;
-    if (load_enum(reader, "_MECHANISMS", &mechanisms, &n_mechanisms) < 0
+        || load_classes(CLASSES, NCLASSES, reader) < 0
+        || load_enum(reader, "_MECHANISMS", &mechanisms, &n_mechanisms) < 0
         || load_enum(reader, "_STATES", &states, &n_states) < 0
         || (iris = PyObject_GetAttrString(reader, "_IRIS")) == NULL || vocab_fill(iris) < 0)
         goto done;
@@ -720,19 +417,9 @@ PyInit__triples_c(void)
 done:
     if (module == NULL) {
         unload();
-        if (!PyErr_ExceptionMatches(PyExc_ImportError)) {  /* callers fall back on ImportError only */
-            PyObject *type, *value, *traceback;
-            PyErr_Fetch(&type, &value, &traceback);
-            PyErr_NormalizeException(&type, &value, &traceback);
-            PyErr_Format(PyExc_ImportError, "provstream.codec._triples_c cannot load: %R", value);
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(traceback);
-        }
+        as_import_error("provstream.codec._triples_c");
     }
     Py_XDECREF(reader);
-    Py_XDECREF(dataclasses);
-    Py_XDECREF(dataclass_fields);
     Py_XDECREF(iris);
     return module;
 }

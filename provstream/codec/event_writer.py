@@ -7,6 +7,10 @@ updated, and ``tests/unit/test_wire_events.py`` checks it against fastavro
 byte for byte. It raises ``TypeError`` / ``AttributeError`` /
 ``UnicodeEncodeError`` ... for any value it does not take; the caller then
 goes through fastavro, which encodes it or raises :class:`EncodeError`.
+
+``_events_c.c`` reads the same form (its ``FINGERPRINT`` is
+:data:`DIRECT_EVENT_FINGERPRINT`); ``records.decode_event`` uses it for
+messages with :data:`HEADER`.
 """
 
 from __future__ import annotations

@@ -113,13 +113,59 @@ def _encode_event_direct(event: ev.Event) -> bytes:
         return _encode_event_fastavro(event)
 
 
-def decode_event(data: bytes) -> ev.Event:
-    """The :class:`Event` of a single-object message (:class:`DecodeError` on anything else).
-
-    :param data: a message of the events topic, written with any known version of the schema.
-    :returns: the event, with the current schema's defaults for fields an older writer lacked.
-    """
+def _decode_event_fastavro(data: bytes) -> ev.Event:
     return _guarded(event_from_avro, codec.decode(codec.EVENT, data))
+
+
+def _c_extensions_off() -> bool:
+    """``PROVSTREAM_NO_C_EXTENSIONS=1`` (any value but empty or 0): the C readers are not used."""
+    return os.environ.get("PROVSTREAM_NO_C_EXTENSIONS", "") not in ("", "0")
+
+
+def _choose_event_reader() -> Callable[[bytes, int], ev.Event] | None:
+    """The direct reader ``decode_event`` uses for the current schema form, or None: fastavro only.
+
+    ``provstream.codec._events_c`` (``provstream/codec/_events_c.c``, built by
+    ``pip install`` when a C compiler is there) returns what the fastavro path
+    returns for a body written with the form of
+    :data:`event_writer.DIRECT_EVENT_FINGERPRINT` and raises on anything it does
+    not take. It is not used with ``PROVSTREAM_NO_C_EXTENSIONS=1`` in the
+    environment, when it was not built, or when it reads another form than the
+    current schema's (until it is updated too).
+
+    Returns:
+        a function ``(message, body start) -> Event`` raising on what it does not take, or None.
+
+    Example::
+
+        >>> from datetime import UTC, datetime
+        >>> e = ev.Event("e1", "s1", Mechanism.DOCRAG, 1, datetime(2025, 1, 1, tzinfo=UTC),
+        ...              ev.DocRagExploration(9, ("c1", "c2")), "u", "c")
+        >>> read = _choose_event_reader()
+        >>> read is None or read(encode_event(e), codec.HEADER_LEN) == e
+        True
+    """
+    if _c_extensions_off() or not event_writer.ENABLED:
+        return None
+    try:
+        from provstream.codec import _events_c
+    except ImportError:
+        return None
+    if _events_c.FINGERPRINT != event_writer.DIRECT_EVENT_FINGERPRINT:
+        return None
+    return _events_c.read_event
+
+
+_read_event = _choose_event_reader()
+
+
+def _decode_event_direct(data: bytes) -> ev.Event:
+    if type(data) is bytes and _read_event is not None and data.startswith(event_writer.HEADER):
+        try:
+            return _read_event(data, codec.HEADER_LEN)
+        except Exception:  # noqa: BLE001 - fastavro decides (decodes or raises DecodeError)
+            pass
+    return _decode_event_fastavro(data)
 
 
 # -- triples ----------------------------------------------------------------
@@ -284,7 +330,7 @@ def _choose_triples_reader() -> Callable[[bytes, int], StepTriples]:
         >>> _choose_triples_reader()(encode_triples(step), codec.HEADER_LEN) == step
         True
     """
-    if os.environ.get("PROVSTREAM_NO_C_EXTENSIONS", "") not in ("", "0"):
+    if _c_extensions_off():
         return triples_reader.read_step_triples
     try:
         from provstream.codec import _triples_c
@@ -338,6 +384,16 @@ encode_event: Callable[[ev.Event], bytes] = _encode_event_direct if event_writer
 encode_triples: Callable[[StepTriples], bytes] = (
     _encode_triples_direct if _DIRECT_TRIPLES else _encode_triples_fastavro)
 """The single-object ``StepTriples`` message: byte for byte what fastavro writes."""
+
+decode_event: Callable[[bytes], ev.Event] = _decode_event_direct if _read_event is not None else _decode_event_fastavro
+"""The :class:`Event` of a single-object message (:class:`DecodeError` on anything else).
+
+Takes a message of the events topic written with any known version of the
+schema and returns the event, with the current schema's defaults for fields an
+older writer lacked. Messages of the current form are read by the C reader
+when it is there (:func:`_choose_event_reader`); any other message, and any
+the C reader does not take, go through fastavro.
+"""
 
 decode_triples: Callable[[bytes], StepTriples] = (
     _decode_triples_direct if _DIRECT_TRIPLES else _decode_triples_fastavro)
