@@ -14,7 +14,7 @@ here; the shared servers are never touched. It prints:
   seconds and peak RSS of every process (worker, sink, Kafka, Neo4j,
   emitter). Run with one worker and one sink, then with two of each
   (``--scale 1 2``; consumer groups share the 4 partitions).
-* **latency**: emit-to-queryable at a fixed ``--rate`` (500 events/s): for
+* **latency**: emit-to-queryable at a fixed ``--rate`` (1,000 events/s): for
   every ``--sample``-th step the emitter reports its IRI and emit time, and a
   watcher polls Neo4j (every 20 ms) until the node is there; p50/p95/p99.
 * **replay**: ``provstream replay --from-beginning --reset-graph`` of the
@@ -26,7 +26,7 @@ may name another binary) and prints their busiest functions.
 
 The last line printed is ``end-to-end: N events/s`` (one worker, one sink).
 
-    .venv/bin/python bench/bench_e2e.py [--seconds 60] [--rate 500] [--latency-seconds 30] [--scale 1 2]
+    .venv/bin/python bench/bench_e2e.py [--seconds 60] [--rate 1000] [--latency-seconds 30] [--scale 1 2]
 """
 
 from __future__ import annotations
@@ -461,7 +461,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=60.0, help="sustained emission per run (default 60)")
     p.add_argument("--scale", type=int, nargs="+", default=[1, 2], help="workers = sinks per run (default 1 2)")
-    p.add_argument("--rate", type=float, default=500.0, help="events/s in the latency run (default 500)")
+    p.add_argument("--rate", type=float, default=1000.0, help="events/s in the latency run (default 1000)")
     p.add_argument("--latency-seconds", type=float, default=30.0)
     p.add_argument("--sample", type=int, default=5, help="watch every n-th step in the latency run (default 5)")
     p.add_argument("--no-replay", action="store_true")
