@@ -11,8 +11,9 @@ is assigned the events topic's partitions and positioned at the chosen start:
 It reads up to the end offsets seen when it started, folds the events offline
 with :func:`provstream.core.fold.fold` (one state per session, exactly as
 the worker does) and writes the triples with :meth:`Neo4jStore.write` in
-batches of ``sink_batch_size`` messages (a writer thread writes one batch
-while the next is read and folded). Undecodable or invalid events are
+batches of ``sink_batch_size`` messages, each as the sink writes one (its
+sessions split between ``sink_writers`` parallel transactions; a writer
+thread writes one batch while the next is read and folded). Undecodable or invalid events are
 skipped and counted (the worker dead-letters the same events).
 
 Starting after the beginning, a session whose earlier events precede the
@@ -40,7 +41,7 @@ from kafka.structs import TopicPartition
 
 from provstream.codec import records as wire
 from provstream.connectors.neo4j.store import Neo4jStore
-from provstream.connectors.sink import backoff
+from provstream.connectors.sink import backoff, join_all, split_lanes
 from provstream.core.fold import FoldState, fold
 from provstream.core.triples import StepTriples
 from provstream.crypto import KeyRing
@@ -216,7 +217,8 @@ def _read_all(consumer: KafkaConsumer, store: Neo4jStore, settings: Settings, st
         consumer.seek(tp, positions[tp])
     folder, batch = OfflineFold(ring), []
     inflight: Future[None] | None = None
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-replay-writer") as writer:
+    lanes = ThreadPoolExecutor(max_workers=max(1, settings.sink_writers), thread_name_prefix="provstream-replay-lane")
+    with lanes, ThreadPoolExecutor(max_workers=1, thread_name_prefix="provstream-replay-writer") as writer:
         while todo:
             for tp, records in consumer.poll(timeout_ms=500).items():
                 for record in records:
@@ -227,7 +229,7 @@ def _read_all(consumer: KafkaConsumer, store: Neo4jStore, settings: Settings, st
             if len(batch) >= settings.sink_batch_size or (batch and not todo):
                 if inflight is not None:
                     inflight.result()  # one batch in flight at a time; re-raises its error
-                inflight, batch = writer.submit(_write, store, batch, stats), []
+                inflight, batch = writer.submit(_write, store, batch, stats, lanes, settings.sink_writers), []
             if progress is not None:
                 progress(stats)
         if inflight is not None:
@@ -244,14 +246,28 @@ def _fold_one(folder: OfflineFold, value: bytes | None, stats: ReplayStats) -> l
     return [msg]
 
 
-def _write(store: Neo4jStore, batch: Sequence[StepTriples], stats: ReplayStats) -> None:
+def _write(store: Neo4jStore, batch: Sequence[StepTriples], stats: ReplayStats, lanes: ThreadPoolExecutor,
+           writers: int) -> None:
+    """Write a batch as the sink does: its sessions split between ``writers`` parallel transactions."""
+    parts = split_lanes(batch, writers, _session)
+    if len(parts) > 1:
+        join_all([lanes.submit(_write_part, store, part) for part in parts])
+    else:
+        _write_part(store, batch)
+    stats.messages += len(batch)
+    stats.triples += sum(len(m.triples) for m in batch)
+
+
+def _session(msg: StepTriples) -> str:
+    return msg.session_id
+
+
+def _write_part(store: Neo4jStore, part: Sequence[StepTriples]) -> None:
     for attempt in range(WRITE_ATTEMPTS):
         try:
-            store.write(batch)
-            break
+            store.write(part)
+            return
         except StoreUnavailable:
             if attempt == WRITE_ATTEMPTS - 1:
                 raise
             time.sleep(backoff(attempt))
-    stats.messages += len(batch)
-    stats.triples += sum(len(m.triples) for m in batch)

@@ -99,25 +99,31 @@ def decode_records(records: Sequence[Record]) -> tuple[list[tuple[Record, StepTr
     return good, bad
 
 
-def split_lanes(items: Sequence[tuple[Record, StepTriples]], lanes: int,
-                minimum: int = LANE_MIN) -> list[list[tuple[Record, StepTriples]]]:
-    """Split decoded messages by session into at most ``lanes`` groups for parallel transactions (pure).
+def split_lanes(items: Sequence[T], lanes: int, session: Callable[[T], str],
+                minimum: int = LANE_MIN) -> list[list[T]]:
+    """Split items by session into at most ``lanes`` groups for parallel transactions (pure).
 
-    :param items: (record, message) pairs in batch order.
+    :param items: the batch's items (the sink's (record, message) pairs, replay's messages), in order.
     :param lanes: the most groups (``sink_writers``).
-    :param minimum: fewer groups so that each holds about this many messages or more.
-    :returns: the non-empty groups; a session's messages are all in one, in batch order.
+    :param session: the session id of an item.
+    :param minimum: fewer groups so that each holds about this many items or more.
+    :returns: the non-empty groups; a session's items are all in one, in batch order.
 
-    Example: ``split_lanes(pairs, 2)`` of 400 messages of 40 sessions is two lists
-    that together hold the 400 pairs, each session in one of them.
+    Example: ``split_lanes(messages, 2, lambda m: m.session_id)`` of 400 messages of
+    40 sessions is two lists that together hold the 400 messages, each session in one.
     """
     count = max(1, min(lanes, len(items) // max(1, minimum)))
     if count == 1:
         return [list(items)] if items else []
-    groups: list[list[tuple[Record, StepTriples]]] = [[] for _ in range(count)]
+    groups: list[list[T]] = [[] for _ in range(count)]
     for item in items:
-        groups[zlib.crc32(item[1].session_id.encode()) % count].append(item)
+        groups[zlib.crc32(session(item).encode()) % count].append(item)
     return [group for group in groups if group]
+
+
+def session_of_pair(item: tuple[Record, StepTriples]) -> str:
+    """The session of a (record, message) pair (:func:`split_lanes`'s ``session`` in the sink)."""
+    return item[1].session_id
 
 
 def join_all(futures: Sequence[Future[None]]) -> None:
@@ -299,7 +305,7 @@ class Sink:
     def _retrying(self, good: list[tuple[Record, StepTriples]], bad: list[Failure],
                   retracted: Sequence[tuple[str, str, str]] = ()) -> None:
         """Write a batch (its sessions split between parallel transactions), then apply its retractions."""
-        lanes = split_lanes(good, self.settings.sink_writers)
+        lanes = split_lanes(good, self.settings.sink_writers, session_of_pair)
         if len(lanes) > 1:
             join_all([self._lanes.submit(self._with_retries, self._write_and_dead_letter, lane, bad if i == 0 else [])
                       for i, lane in enumerate(lanes)])

@@ -17,6 +17,7 @@ from provstream.connectors.sink import (
     isolate_rejects,
     join_all,
     next_offsets,
+    session_of_pair,
     split_lanes,
 )
 from provstream.core import events as ev
@@ -83,7 +84,7 @@ Msg = namedtuple("Msg", "session_id seq")
 
 def test_lanes_keep_each_session_whole_and_in_order() -> None:
     items = [(Rec("t", i % 4, i, None, None), Msg(f"s{i % 40}", i)) for i in range(400)]
-    lanes = split_lanes(items, 2)  # type: ignore[arg-type]
+    lanes = split_lanes(items, 2, session_of_pair)  # type: ignore[arg-type]
     assert len(lanes) == 2 and all(lanes)
     assert sorted(pair[1].seq for lane in lanes for pair in lane) == list(range(400))
     for lane in lanes:
@@ -94,10 +95,10 @@ def test_lanes_keep_each_session_whole_and_in_order() -> None:
 
 def test_small_batches_and_one_writer_are_not_split() -> None:
     items = [(Rec("t", 0, i, None, None), Msg(f"s{i}", i)) for i in range(60)]
-    assert split_lanes(items, 2) == [items]  # type: ignore[arg-type]  # fewer than 2 x LANE_MIN messages
-    assert split_lanes(items, 2, minimum=10) != [items]  # type: ignore[arg-type]
-    assert split_lanes(items * 10, 1) == [items * 10]  # type: ignore[arg-type]
-    assert split_lanes([], 4) == []
+    assert split_lanes(items, 2, session_of_pair) == [items]  # type: ignore[arg-type]  # under 2 x LANE_MIN
+    assert split_lanes(items, 2, session_of_pair, minimum=10) != [items]  # type: ignore[arg-type]
+    assert split_lanes(items * 10, 1, session_of_pair) == [items * 10]  # type: ignore[arg-type]
+    assert split_lanes([], 4, session_of_pair) == []
 
 
 def test_join_all_waits_for_every_part_and_reraises_a_failure() -> None:
