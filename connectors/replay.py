@@ -11,10 +11,11 @@ is assigned the events topic's partitions and positioned at the chosen start:
 It reads up to the end offsets seen when it started, folds the events offline
 with :func:`provstream.core.fold.fold` (one state per session, exactly as
 the worker does) and writes the triples with :meth:`Neo4jStore.write` in
-batches of ``sink_batch_size`` messages, each as the sink writes one (its
-sessions split between ``sink_writers`` parallel transactions; a writer
-thread writes one batch while the next is read and folded). Undecodable or invalid events are
-skipped and counted (the worker dead-letters the same events).
+batches of ``sink_batch_size`` messages, each as the sink writes one (split
+between ``sink_writers`` parallel transactions that share no node; a writer
+thread writes one batch while the next is read and folded). Undecodable or
+invalid events are skipped and counted (the worker dead-letters the same
+events).
 
 Starting after the beginning, a session whose earlier events precede the
 start is folded from what is read: its triples are those of the events read,
@@ -40,6 +41,7 @@ from kafka.errors import KafkaError
 from kafka.structs import TopicPartition
 
 from provstream.codec import records as wire
+from provstream.connectors.neo4j.rows import node_iris
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.connectors.sink import backoff, join_all, split_lanes
 from provstream.core.fold import FoldState, fold
@@ -248,18 +250,14 @@ def _fold_one(folder: OfflineFold, value: bytes | None, stats: ReplayStats) -> l
 
 def _write(store: Neo4jStore, batch: Sequence[StepTriples], stats: ReplayStats, lanes: ThreadPoolExecutor,
            writers: int) -> None:
-    """Write a batch as the sink does: its sessions split between ``writers`` parallel transactions."""
-    parts = split_lanes(batch, writers, _session)
+    """Write a batch as the sink does: split between ``writers`` parallel transactions that share no node."""
+    parts = split_lanes(batch, writers, node_iris)
     if len(parts) > 1:
         join_all([lanes.submit(_write_part, store, part) for part in parts])
     else:
         _write_part(store, batch)
     stats.messages += len(batch)
     stats.triples += sum(len(m.triples) for m in batch)
-
-
-def _session(msg: StepTriples) -> str:
-    return msg.session_id
 
 
 def _write_part(store: Neo4jStore, part: Sequence[StepTriples]) -> None:

@@ -19,12 +19,12 @@ key and value and carry the headers ``provstream.error`` (the reason) and
 ``provstream.source.topic`` / ``.partition`` / ``.offset``.
 
 Writing batch *n* overlaps with polling and decoding batch *n + 1* (a writer
-thread), and a batch's sessions are split between ``sink_writers`` parallel
-transactions (:func:`split_lanes`: one session's messages all in one of them,
-in order), so Neo4j executes one while Python builds the next; offsets are
-still committed batch by batch, in order, each after every part of its batch
-is written. A deadlock between two of them (a node two sessions share) is a
-transient error: that part is retried. The sink scales out by partitions: run
+thread), and a batch is split between ``sink_writers`` parallel transactions
+that share no node (:func:`split_lanes`: a session's messages, and sessions a
+sub-trace links, all in one of them, in order), so Neo4j executes one while
+Python builds the next; offsets are still committed batch by batch, in order,
+each after every part of its batch is written. A transient error in one part
+(a deadlock with another sink's writes) retries that part. The sink scales out by partitions: run
 several with the same ``sink_group``.
 """
 
@@ -33,8 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from provstream.codec import records as wire
-from provstream.connectors.neo4j.rows import lineage_rows, triple_count
+from provstream.connectors.neo4j.rows import lineage_rows, node_iris, triple_count
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import StepTriples
 from provstream.crypto import KeyRing
@@ -99,31 +98,67 @@ def decode_records(records: Sequence[Record]) -> tuple[list[tuple[Record, StepTr
     return good, bad
 
 
-def split_lanes(items: Sequence[T], lanes: int, session: Callable[[T], str],
+def split_lanes(items: Sequence[T], lanes: int, nodes: Callable[[T], Iterable[str]],
                 minimum: int = LANE_MIN) -> list[list[T]]:
-    """Split items by session into at most ``lanes`` groups for parallel transactions (pure).
+    """Split items into at most ``lanes`` groups that share no node, for parallel transactions (pure).
+
+    Items that touch a common node (a session's messages share its Question; a
+    sub-trace links an agent's step to another session's node) are kept in one
+    group, so two parallel transactions never lock the same node and cannot
+    deadlock each other. Connected items form components; the largest are placed
+    first, each in the group holding the fewest items so far.
 
     :param items: the batch's items (the sink's (record, message) pairs, replay's messages), in order.
     :param lanes: the most groups (``sink_writers``).
-    :param session: the session id of an item.
+    :param nodes: the IRIs of the nodes writing an item touches (:func:`.rows.node_iris`).
     :param minimum: fewer groups so that each holds about this many items or more.
-    :returns: the non-empty groups; a session's items are all in one, in batch order.
+    :returns: the non-empty groups, each in batch order.
 
-    Example: ``split_lanes(messages, 2, lambda m: m.session_id)`` of 400 messages of
-    40 sessions is two lists that together hold the 400 messages, each session in one.
+    Example: ``split_lanes(messages, 2, node_iris)`` of 400 messages of 40
+    unrelated sessions is two lists that together hold the 400 messages, each
+    session in one of them.
     """
     count = max(1, min(lanes, len(items) // max(1, minimum)))
     if count == 1:
         return [list(items)] if items else []
-    groups: list[list[T]] = [[] for _ in range(count)]
+    parent: dict[str, str] = {}
+
+    def find(iri: str) -> str:
+        root = parent.setdefault(iri, iri)
+        while parent[root] != root:
+            root = parent[root]
+        while parent[iri] != root:
+            parent[iri], iri = root, parent[iri]
+        return root
+
+    firsts: list[str] = []
     for item in items:
-        groups[zlib.crc32(session(item).encode()) % count].append(item)
+        first = ""
+        for iri in nodes(item):
+            root = find(iri)
+            if not first:
+                first = root
+            elif root != first:
+                parent[root] = first
+        firsts.append(first)
+    components = [find(first) if first else "" for first in firsts]
+    sizes: dict[str, int] = {}
+    for component in components:
+        sizes[component] = sizes.get(component, 0) + 1
+    loads, lane_of = [0] * count, {}
+    for component in sorted(sizes, key=lambda c: -sizes[c]):  # stable: ties in order of first appearance
+        lane = loads.index(min(loads))
+        lane_of[component] = lane
+        loads[lane] += sizes[component]
+    groups: list[list[T]] = [[] for _ in range(count)]
+    for item, component in zip(items, components, strict=True):
+        groups[lane_of[component]].append(item)
     return [group for group in groups if group]
 
 
-def session_of_pair(item: tuple[Record, StepTriples]) -> str:
-    """The session of a (record, message) pair (:func:`split_lanes`'s ``session`` in the sink)."""
-    return item[1].session_id
+def nodes_of_pair(item: tuple[Record, StepTriples]) -> list[str]:
+    """The nodes a (record, message) pair's write touches (:func:`split_lanes`'s ``nodes`` in the sink)."""
+    return node_iris(item[1])
 
 
 def join_all(futures: Sequence[Future[None]]) -> None:
@@ -305,7 +340,7 @@ class Sink:
     def _retrying(self, good: list[tuple[Record, StepTriples]], bad: list[Failure],
                   retracted: Sequence[tuple[str, str, str]] = ()) -> None:
         """Write a batch (its sessions split between parallel transactions), then apply its retractions."""
-        lanes = split_lanes(good, self.settings.sink_writers, session_of_pair)
+        lanes = split_lanes(good, self.settings.sink_writers, nodes_of_pair)
         if len(lanes) > 1:
             join_all([self._lanes.submit(self._with_retries, self._write_and_dead_letter, lane, bad if i == 0 else [])
                       for i, lane in enumerate(lanes)])

@@ -182,6 +182,24 @@ def _present(**values: Any) -> Row:
     return {k: x for k, x in values.items() if x is not None}
 
 
+def node_iris(msg: StepTriples) -> list[str]:
+    """The IRIs of every node writing ``msg`` touches (pure): its Question, subjects and IRI objects.
+
+    Two messages that share one may not be written in parallel transactions
+    without risking a deadlock (:func:`provstream.connectors.sink.split_lanes`).
+    Types are labels, not nodes, and a quoted triple is properties of its node.
+
+    Example: for an agent step, the Question, the step's own nodes and the node
+    it ``wasDerivedFrom`` (which may belong to another session: a sub-trace).
+    """
+    out = [msg.question]
+    for t in msg.triples:
+        out.append(t.s.value)
+        if isinstance(t.o, Iri) and t.p.value != v.RDF_TYPE:
+            out.append(t.o.value)
+    return out
+
+
 def triple_count(batch: Iterable[StepTriples]) -> int:
     return sum(len(msg.triples) for msg in batch)
 

@@ -17,7 +17,7 @@ from provstream.connectors.sink import (
     isolate_rejects,
     join_all,
     next_offsets,
-    session_of_pair,
+    nodes_of_pair,
     split_lanes,
 )
 from provstream.core import events as ev
@@ -79,12 +79,29 @@ def test_dead_letter_headers_name_the_reason_and_the_source() -> None:
     ]
 
 
-Msg = namedtuple("Msg", "session_id seq")
+class Msg(namedtuple("Msg", "session_id seq links")):
+    """What split_lanes needs of a message: its session's Question and the nodes it links to."""
+
+    @property
+    def question(self) -> str:
+        return f"urn:q:{self.session_id}"
+
+    @property
+    def triples(self) -> tuple[()]:
+        return ()
+
+
+def _msg(session: str, seq: int, *links: str) -> Msg:
+    return Msg(session, seq, links)
+
+
+def _nodes(item: tuple[Rec, Msg]) -> list[str]:
+    return [item[1].question, *item[1].links]
 
 
 def test_lanes_keep_each_session_whole_and_in_order() -> None:
-    items = [(Rec("t", i % 4, i, None, None), Msg(f"s{i % 40}", i)) for i in range(400)]
-    lanes = split_lanes(items, 2, session_of_pair)  # type: ignore[arg-type]
+    items = [(Rec("t", i % 4, i, None, None), _msg(f"s{i % 40}", i)) for i in range(400)]
+    lanes = split_lanes(items, 2, nodes_of_pair)  # type: ignore[arg-type]
     assert len(lanes) == 2 and all(lanes)
     assert sorted(pair[1].seq for lane in lanes for pair in lane) == list(range(400))
     for lane in lanes:
@@ -94,11 +111,11 @@ def test_lanes_keep_each_session_whole_and_in_order() -> None:
 
 
 def test_small_batches_and_one_writer_are_not_split() -> None:
-    items = [(Rec("t", 0, i, None, None), Msg(f"s{i}", i)) for i in range(60)]
-    assert split_lanes(items, 2, session_of_pair) == [items]  # type: ignore[arg-type]  # under 2 x LANE_MIN
-    assert split_lanes(items, 2, session_of_pair, minimum=10) != [items]  # type: ignore[arg-type]
-    assert split_lanes(items * 10, 1, session_of_pair) == [items * 10]  # type: ignore[arg-type]
-    assert split_lanes([], 4, session_of_pair) == []
+    items = [(Rec("t", 0, i, None, None), _msg(f"s{i}", i)) for i in range(60)]
+    assert split_lanes(items, 2, nodes_of_pair) == [items]  # type: ignore[arg-type]  # under 2 x LANE_MIN
+    assert split_lanes(items, 2, nodes_of_pair, minimum=10) != [items]  # type: ignore[arg-type]
+    assert split_lanes(items * 10, 1, nodes_of_pair) == [items * 10]  # type: ignore[arg-type]
+    assert split_lanes([], 4, nodes_of_pair) == []
 
 
 def test_join_all_waits_for_every_part_and_reraises_a_failure() -> None:
@@ -109,3 +126,29 @@ def test_join_all_waits_for_every_part_and_reraises_a_failure() -> None:
     join_all([done, done])
     with pytest.raises(StoreUnavailable):
         join_all([done, failed])
+
+
+def test_sessions_a_sub_trace_links_share_a_lane_and_lanes_share_no_node() -> None:
+    # s0..s39; every agent step of s2k links to a node of s2k+1 (its sub-trace): 20 linked pairs
+    items = [(Rec("t", 0, i, None, None),
+              _msg(f"s{i % 40}", i, *([f"urn:q:s{i % 40 + 1}"] if i % 2 == 0 else []))) for i in range(400)]
+    lanes = split_lanes(items, 2, _nodes)  # type: ignore[arg-type]
+    assert len(lanes) == 2 and sorted(p[1].seq for lane in lanes for p in lane) == list(range(400))
+    touched = [{n for p in lane for n in _nodes(p)} for lane in lanes]
+    assert touched[0].isdisjoint(touched[1])
+    assert abs(len(lanes[0]) - len(lanes[1])) <= 20  # balanced by component size
+    one = [(Rec("t", 0, i, None, None), _msg(f"s{i % 40}", i, "urn:shared")) for i in range(400)]
+    assert split_lanes(one, 2, _nodes) == [one]  # type: ignore[arg-type]  # all linked: one transaction
+
+
+def test_node_iris_are_the_question_subjects_and_iri_objects() -> None:
+    from provstream.connectors.neo4j.rows import node_iris
+    from provstream.core.triples import Iri, Literal, StepTriples, Triple
+    q, s = "urn:q", "urn:s"
+    msg = StepTriples("e", "sid", Mechanism.AGENT, 1, "u", "c", q, (
+        Triple(Iri(s), Iri("http://www.w3.org/1999/02/22-rdf-syntax-ns#type"), Iri("http://www.w3.org/ns/prov#Entity")),
+        Triple(Iri(s), Iri("http://www.w3.org/ns/prov#wasDerivedFrom"), Iri("urn:other")),
+        Triple(Iri(s), Iri("urn:p"), Literal("text")),
+    ), status=fold(None, ev.Event("e0", "sid", Mechanism.AGENT, 0, datetime(2025, 1, 1, tzinfo=UTC),
+                                  ev.AgentQuestion("q")))[1].status)
+    assert node_iris(msg) == [q, s, s, "urn:other", s]
