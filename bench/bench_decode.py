@@ -69,18 +69,22 @@ except ImportError:
     events_c = None
 
 
+def c_readers(module: Any, name: str, function: str) -> Readers:
+    """A C reader both ways (filling slots, calling the classes), or none if ``module`` was not built."""
+    if module is None:
+        print(f"# provstream.codec.{name} is not built: the C reader is not timed")
+        return {}
+    read = getattr(module, function)
+
+    def c(data: bytes) -> Any:
+        return read(data, codec.HEADER_LEN)
+
+    return {"C": (c, (module, True)), "C, calls": (c, (module, False))}
+
+
 def triples_readers(with_fastavro: bool) -> Readers:
     out: Readers = {"python": (lambda data: triples_reader.read_step_triples(data, codec.HEADER_LEN), None)}
-    if triples_c is None:
-        print("# provstream.codec._triples_c is not built: the C reader is not timed")
-    else:
-        read = triples_c.read_step_triples
-
-        def c(data: bytes) -> Any:
-            return read(data, codec.HEADER_LEN)
-
-        out["C"] = (c, (triples_c, True))
-        out["C, calls"] = (c, (triples_c, False))
+    out.update(c_readers(triples_c, "_triples_c", "read_step_triples"))
     out["decode_triples"] = (wire.decode_triples, None if triples_c is None else (triples_c, True))
     if with_fastavro:
         out["fastavro"] = (wire._decode_triples_fastavro, None)
@@ -89,16 +93,7 @@ def triples_readers(with_fastavro: bool) -> Readers:
 
 def event_readers() -> Readers:
     out: Readers = {"fastavro": (wire._decode_event_fastavro, None)}
-    if events_c is None:
-        print("# provstream.codec._events_c is not built: the C reader is not timed")
-    else:
-        read = events_c.read_event
-
-        def c(data: bytes) -> Any:
-            return read(data, codec.HEADER_LEN)
-
-        out["C"] = (c, (events_c, True))
-        out["C, calls"] = (c, (events_c, False))
+    out.update(c_readers(events_c, "_events_c", "read_event"))
     out["decode_event"] = (wire.decode_event, None if events_c is None else (events_c, True))
     return out
 

@@ -28,6 +28,7 @@ from fastavro import schemaless_writer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_wire_events import GOOD, events
+from wire_support import damaged
 
 from provstream import testing
 from provstream.codec import avro as codec
@@ -221,16 +222,7 @@ def test_any_event_is_read_by_c_as_fastavro_reads_it(event: ev.Event) -> None:
 @settings(max_examples=600, deadline=None)
 @given(st.data())
 def test_damaged_messages_get_fastavros_answer(data: st.DataObject) -> None:
-    good = bytearray(data.draw(st.sampled_from([*corpus_messages()[:40:3], *few_messages()])))
-    cut = data.draw(st.integers(codec.HEADER_LEN, len(good)))
-    kind = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
-    if kind == "flip":
-        good[min(cut, len(good) - 1)] = data.draw(st.integers(0, 255))
-    elif kind == "truncate":
-        del good[cut:]
-    else:
-        good[cut:cut] = data.draw(st.binary(min_size=1, max_size=12))
-    agrees(bytes(good))
+    agrees(damaged(data, [*corpus_messages()[:40:3], *few_messages()]))
 
 
 def rich_messages() -> list[bytes]:

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_wire_triples import GOOD, messages
+from wire_support import damaged
 
 from provstream import testing
 from provstream.codec import avro as codec
@@ -86,16 +87,7 @@ def test_any_message_is_read_directly_as_fastavro_reads_it(msg: StepTriples) -> 
 @settings(max_examples=600, deadline=None)
 @given(st.data())
 def test_damaged_messages_get_fastavros_answer(data: st.DataObject) -> None:
-    good = bytearray(data.draw(st.sampled_from([*folded_messages()[:20], wire.encode_triples(GOOD)])))
-    cut = data.draw(st.integers(codec.HEADER_LEN, len(good)))
-    kind = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
-    if kind == "flip":
-        good[min(cut, len(good) - 1)] = data.draw(st.integers(0, 255))
-    elif kind == "truncate":
-        del good[cut:]
-    else:
-        good[cut:cut] = data.draw(st.binary(min_size=1, max_size=12))
-    agrees(bytes(good))
+    agrees(damaged(data, [*folded_messages()[:20], wire.encode_triples(GOOD)]))
 
 
 @pytest.mark.parametrize("body", [
@@ -203,16 +195,7 @@ def test_any_message_is_read_by_c_as_python_and_fastavro_read_it(msg: StepTriple
 @settings(max_examples=600, deadline=None)
 @given(st.data())
 def test_damaged_messages_get_the_python_readers_answer_from_c(data: st.DataObject) -> None:
-    good = bytearray(data.draw(st.sampled_from([*folded_messages()[:20], wire.encode_triples(GOOD)])))
-    cut = data.draw(st.integers(codec.HEADER_LEN, len(good)))
-    kind = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
-    if kind == "flip":
-        good[min(cut, len(good) - 1)] = data.draw(st.integers(0, 255))
-    elif kind == "truncate":
-        del good[cut:]
-    else:
-        good[cut:cut] = data.draw(st.binary(min_size=1, max_size=12))
-    same_answer(bytes(good))
+    same_answer(damaged(data, [*folded_messages()[:20], wire.encode_triples(GOOD)]))
 
 
 def rich_message() -> bytes:

@@ -1,12 +1,14 @@
-"""Shared checks of the direct Avro writers against fastavro."""
+"""Shared checks of the direct Avro writers and readers against fastavro."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import pytest
+from hypothesis import strategies as st
 
+from provstream.codec import avro as codec
 from provstream.errors import EncodeError
 
 T = TypeVar("T")
@@ -23,3 +25,17 @@ def assert_encodes_like_fastavro(encode: Callable[[T], bytes], fastavro: Callabl
             encode(value)
     else:
         assert encode(value) == expected
+
+
+def damaged(data: st.DataObject, messages: Sequence[bytes]) -> bytes:
+    """One of ``messages`` with its body damaged: a byte changed, the tail cut off, or bytes inserted."""
+    good = bytearray(data.draw(st.sampled_from(list(messages))))
+    cut = data.draw(st.integers(codec.HEADER_LEN, len(good)))
+    kind = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
+    if kind == "flip":
+        good[min(cut, len(good) - 1)] = data.draw(st.integers(0, 255))
+    elif kind == "truncate":
+        del good[cut:]
+    else:
+        good[cut:cut] = data.draw(st.binary(min_size=1, max_size=12))
+    return bytes(good)
