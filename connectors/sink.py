@@ -7,8 +7,10 @@ redelivers uncommitted records; every write is a ``MERGE`` on unique IRIs with
 values from the message, so writing a record twice leaves the graph as
 writing it once.
 
-Per batch (up to ``sink_batch_size`` records or ``sink_batch_ms`` after the
-first one): decode; undecodable records go to ``triples_dlq_topic``; the rest
+Per batch (up to ``sink_batch_size`` records; closed as soon as Neo4j has
+finished the previous batch, and at the latest ``sink_batch_ms`` after its
+first record, so an idle pipeline writes a step at once and a busy one writes
+what arrived during the previous write): decode; undecodable records go to ``triples_dlq_topic``; the rest
 are written in one transaction. If Neo4j rejects the batch as bad data
 (:class:`StoreError`), the batch is bisected to isolate the record(s) at fault,
 which are dead-lettered while the others are written. If Neo4j is unavailable
@@ -58,6 +60,7 @@ log = logging.getLogger("provstream.sink")
 
 BACKOFF_CAP = 5.0
 IDLE_POLL_MS = 200
+BUSY_POLL_MS = 5
 LANE_MIN = 50  # messages per parallel transaction below which a batch is not split
 T = TypeVar("T")
 Record = Any  # kafka.consumer.fetcher.ConsumerRecord
@@ -273,7 +276,7 @@ class Sink:
         inflight: tuple[list[Record], Future[None]] | None = None
         try:
             while not self.stop.is_set():
-                self._fill()
+                self._fill(inflight[1] if inflight is not None else None)
                 if self.pending:
                     records, self.pending = self.pending, []
                     retracted, rest = split_retractions(records)
@@ -297,14 +300,19 @@ class Sink:
             self._lanes.shutdown(wait=True)
         return self.stats
 
-    def _fill(self) -> None:
-        """Poll until a full batch, ``sink_batch_ms`` after the first record, stop, or an idle poll."""
+    def _fill(self, writing: Future[None] | None = None) -> None:
+        """Poll until a full batch, stop, or an idle poll; with records, until ``writing`` is done
+        (Neo4j is free for the next batch) or ``sink_batch_ms`` after the first record.
+
+        :param writing: the previous batch's write, if one is in flight.
+        """
         size, deadline = self.settings.sink_batch_size, None
         while not self.stop.is_set() and len(self.pending) < size:
             now = time.monotonic()
-            if deadline is not None and now >= deadline:
+            if deadline is not None and (now >= deadline or writing is None or writing.done()):
                 return
-            timeout = IDLE_POLL_MS if deadline is None else int((deadline - now) * 1000)
+            # While a write is in flight, poll in short slices so the batch closes soon after it ends.
+            timeout = IDLE_POLL_MS if deadline is None else max(0, min(BUSY_POLL_MS, int((deadline - now) * 1000)))
             polled = self.consumer.poll(timeout_ms=timeout, max_records=size - len(self.pending))
             for records in polled.values():
                 self.pending.extend(records)

@@ -1,9 +1,10 @@
-"""The sink across an eager rebalance: polled records of partitions it keeps are not dropped."""
+"""The sink across an eager rebalance, and when it closes a batch."""
 
 from __future__ import annotations
 
 import threading
 from collections import namedtuple
+from concurrent.futures import Future
 from typing import Any
 
 from kafka.structs import TopicPartition
@@ -56,3 +57,43 @@ def test_keep_alive_resumes_only_what_it_still_owns() -> None:
     consumer = FakeConsumer({P0, P1})
     _sink(consumer)._keep_alive()
     assert consumer.resumed == [P0]
+
+
+class TrickleConsumer:
+    """Returns one record per poll; finishes ``writing`` after ``finish_after`` polls."""
+
+    def __init__(self, writing: Any = None, finish_after: int = 0) -> None:
+        self.polls: list[int] = []
+        self.writing, self.finish_after = writing, finish_after
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
+        self.polls.append(timeout_ms)
+        if self.writing is not None and len(self.polls) == self.finish_after:
+            self.writing.set_result(None)
+        return {P0: [Record("t", 0, len(self.polls), b"", b"k")]}
+
+
+def test_with_neo4j_idle_a_batch_closes_at_the_first_records() -> None:
+    consumer = TrickleConsumer()
+    sink = Sink(Settings(sink_batch_ms=60_000), store=None, consumer=consumer, producer=None,  # type: ignore[arg-type]
+                stop=threading.Event())
+    sink._fill(None)
+    assert [r.offset for r in sink.pending] == [1]
+
+
+def test_while_a_write_is_in_flight_the_batch_grows_until_it_ends() -> None:
+    writing: Future[None] = Future()
+    consumer = TrickleConsumer(writing, finish_after=4)
+    sink = Sink(Settings(sink_batch_ms=60_000), store=None, consumer=consumer, producer=None,  # type: ignore[arg-type]
+                stop=threading.Event())
+    sink._fill(writing)
+    assert [r.offset for r in sink.pending] == [1, 2, 3, 4]
+    assert max(consumer.polls[1:]) <= 5  # short slices while writing, so the end of the write is seen soon
+
+
+def test_a_batch_closes_at_its_size_even_while_writing() -> None:
+    consumer = TrickleConsumer(Future(), finish_after=10_000)
+    sink = Sink(Settings(sink_batch_ms=60_000, sink_batch_size=3), store=None, consumer=consumer,  # type: ignore[arg-type]
+                producer=None, stop=threading.Event())
+    sink._fill(consumer.writing)
+    assert len(sink.pending) == 3
