@@ -10,30 +10,32 @@ tests and dry runs.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import functools
 import logging
 import sys
 import threading
-from collections import deque
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any, Protocol
 
 from provstream.errors import DeliveryFailed, EmitError, EmitTimeout
-from provstream.security import kafka_python_options
+from provstream.security import aiokafka_options
 from provstream.settings import Settings
-from provstream.topics import PartitionMemo
+from provstream.streams.publish import BatchPublisher
 
-# Extra time flush(None) allows past the producer's own delivery timeout.
+# Extra time flush(None) allows past _DELIVERY_S and the buffer's block time.
 _FLUSH_MARGIN_S = 5.0
 # The longest close() waits for the sender thread after its flush.
 _STOP_JOIN_S = 5.0
 _RECONNECT_BACKOFF_S = 1.0
-# The sender settles acknowledged steps every _REAP_EVERY sends, or after
-# _REAP_S without a new step while some are in flight.
-_REAP_EVERY = 256
-_REAP_S = 0.002
+# The longest flush(None) waits for Kafka: the idempotent producer itself never gives up on a step.
+_DELIVERY_S = 120.0
+# The most queued steps the sender turns into record batches at a time.
+_CHUNK = 4096
 _CLOSE = object()
 _log = logging.getLogger(__name__)
 
@@ -102,17 +104,22 @@ def describe(exc: BaseException) -> str:
 
 
 def producer_config(settings: Settings) -> dict[str, Any]:
-    """kafka-python producer settings: idempotent, ``acks=all``, batched for throughput."""
+    """aiokafka producer settings: idempotent, ``acks=all``, batched for throughput.
+
+    An idempotent producer retries a batch until Kafka takes it (it never
+    expires one: no duplicate can result), so a step waits out a Kafka outage
+    in the transport's bounded buffer instead of being dropped.
+    """
     return {
-        **kafka_python_options(settings, "emitter"),  # bootstrap_servers, TLS/SASL (docs/security.md)
+        **aiokafka_options(settings, "emitter"),  # bootstrap_servers, TLS/SASL (docs/security.md)
         "client_id": "provstream-emitter",
         "enable_idempotence": True,
         "acks": "all",
         "linger_ms": 10,
-        "batch_size": 256 * 1024,
-        "max_request_size": max(settings.max_message_bytes, 1_048_576),
-        "max_block_ms": settings.emit_block_ms,
-        "bootstrap_timeout_ms": settings.emit_block_ms,
+        # A record batch must stay under the topic's max.message.bytes; one step alone always fits one.
+        "max_batch_size": min(256 * 1024, max(settings.max_message_bytes // 2, 16 * 1024)),
+        "max_request_size": max(settings.max_message_bytes + 64 * 1024, 1_048_576),
+        "request_timeout_ms": max(settings.emit_block_ms, 30_000),
         "compression_type": None,
     }
 
@@ -123,12 +130,14 @@ class KafkaTransport:
     Policy:
 
     * ``send()`` only appends to an in-process buffer and returns; a single
-      background thread owns the kafka-python ``KafkaProducer`` (idempotent,
-      ``acks=all``; partitions chosen exactly as the default murmur2
-      partitioner does, so a session's key maps to the partition Java/Faust
-      would pick) and feeds it in FIFO order, so a session's steps reach its
-      partition in the order they were sent. A value given as a function is
-      called there, just before the producer gets it.
+      background thread runs an asyncio loop that owns an aiokafka
+      ``AIOKafkaProducer`` (idempotent, ``acks=all``) and turns whatever is
+      buffered into one record batch per partition (partitions chosen exactly
+      as the default murmur2 partitioner does, so a session's key maps to the
+      partition Java/Faust would pick), in FIFO order, so a session's steps
+      reach its partition in the order they were sent. A value given as a
+      function is called there, just before its batch is built. Kafka
+      acknowledges a batch at a time: the per-step cost is one append.
     * The buffer is bounded by ``settings.emit_buffer`` steps not yet
       acknowledged by Kafka (queued here or in the producer). When it is full
       (Kafka slow or unreachable) ``send()`` blocks up to
@@ -136,8 +145,8 @@ class KafkaTransport:
       step was not buffered.
     * Connecting happens in the background thread and is retried until
       :meth:`close`; steps stay buffered meanwhile.
-    * Every step Kafka refuses or never acknowledges (after the producer's
-      delivery timeout) is collected and raised as :class:`DeliveryFailed`
+    * Every step Kafka refuses (a non-retriable error; retriable ones are
+      retried until Kafka takes the step) is collected and raised as :class:`DeliveryFailed`
       from the next ``send()`` (before that step is buffered) or from
       :meth:`flush` / :meth:`close`; none is dropped silently.
     * ``flush()`` waits until everything buffered is acknowledged;
@@ -167,6 +176,11 @@ class KafkaTransport:
         self._closing = threading.Event()
         self._closed = False
         self._stopped = ""
+        # The sender's loop and its wake-up event; _idle: the loop may be asleep, send() must wake it.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._woken: asyncio.Event | None = None
+        self._pumping: asyncio.Future[None] | None = None
+        self._idle = False
 
     # -- caller side -----------------------------------------------------
 
@@ -182,6 +196,9 @@ class KafkaTransport:
                 raise EmitTimeout(self._full_message())
             self._pending += 1
         self._queue.put((key, value))
+        if self._idle:
+            self._idle = False
+            self._wake()
 
     def start(self) -> None:
         """Start the background sender (idempotent); the first ``send()`` does it too."""
@@ -202,7 +219,7 @@ class KafkaTransport:
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every buffered step is acknowledged; raise what failed."""
         if timeout is None:
-            timeout = self._config.get("delivery_timeout_ms", 120_000) / 1000 + self._block_s + _FLUSH_MARGIN_S
+            timeout = _DELIVERY_S + self._block_s + _FLUSH_MARGIN_S
         with self._cond:
             done = self._cond.wait_for(lambda: self._pending == 0, timeout)
             pending = self._pending
@@ -247,6 +264,7 @@ class KafkaTransport:
     def _stop(self) -> None:
         self._closing.set()
         self._queue.put(_CLOSE)
+        self._wake(interrupt=True)
         if self._thread is not None:
             self._thread.join(timeout=min(self._block_s + _FLUSH_MARGIN_S, _STOP_JOIN_S))
 
@@ -270,88 +288,171 @@ class KafkaTransport:
         if failures:
             raise delivery_failed(failures, self.topic)
 
-    # -- sender thread ---------------------------------------------------
+    # -- sender thread: an asyncio loop that owns the aiokafka producer ----------------
+
+    def _wake(self, interrupt: bool = False) -> None:
+        """Wake the sender's loop (it sleeps only when the queue was empty); ``interrupt``: stop its pump."""
+        loop, woken = self._loop, self._woken
+        if loop is not None and woken is not None:
+            try:
+                loop.call_soon_threadsafe(self._interrupt if interrupt else woken.set)
+            except RuntimeError:  # the loop has closed: nothing left to wake
+                pass
 
     def _run(self) -> None:
-        producer = self._connect()
-        inflight: deque[tuple[bytes, Any]] = deque()
+        loop = asyncio.new_event_loop()
         try:
-            if producer is not None:
-                self._pump(producer, inflight)
+            loop.run_until_complete(self._main(loop))
+        finally:
+            self._loop = None
+            loop.close()
+            self._drain_unsent()
+
+    async def _main(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._woken = asyncio.Event()
+        self._loop = loop
+        if self._closing.is_set():
+            return
+        producer = await self._connect()
+        if producer is None:
+            return
+        self._pumping = asyncio.ensure_future(self._pump(producer))
+        try:
+            await self._pumping
+        except asyncio.CancelledError:  # close() gave up waiting for Kafka: what is left is reported
+            pass
         except Exception as exc:  # a bug, not Kafka: stop taking steps and report every buffered one
             self._stopped = f"the Kafka sender stopped: {describe(exc)}"
             _log.exception("provstream emitter: %s", self._stopped)
         finally:
-            if producer is not None:
-                self._shutdown(producer, inflight)
-            self._drain_unsent()
+            await self._shutdown(producer)
 
-    def _connect(self) -> Any:
-        from kafka import KafkaProducer  # imported here: unit tests never need kafka-python loaded
+    def _interrupt(self) -> None:
+        """On the loop: stop a pump that waits for Kafka to take a batch (close() is past its flush)."""
+        if self._woken is not None:
+            self._woken.set()
+        if self._pumping is not None:
+            self._pumping.cancel()
 
+    async def _connect(self) -> Any:
+        from aiokafka import AIOKafkaProducer  # imported here: unit tests never need it loaded
+
+        _quiet_aiokafka()
         while not self._closing.is_set():
+            producer = AIOKafkaProducer(**self._config)
             try:
-                producer = KafkaProducer(**self._config)
-            except Exception as exc:  # kafka-python raises KafkaTimeoutError, NoBrokersAvailable, ...
+                await producer.start()
+            except Exception as exc:  # KafkaConnectionError, a refused TLS handshake or login, ...
                 self._connect_error = describe(exc)
                 self._attempted.set()
-                self._closing.wait(_RECONNECT_BACKOFF_S)
+                await _quietly(producer.stop(), self._block_s)
+                await self._sleep(_RECONNECT_BACKOFF_S)
                 continue
             self._connected.set()
             self._attempted.set()
-            # kafka-python registered its own atexit close just now; ours must run
-            # first (atexit is last-in first-out) so the steps still queued here reach it.
-            atexit.unregister(_close_at_exit)
-            atexit.register(_close_at_exit)
             return producer
         return None
 
-    def _pump(self, producer: Any, inflight: deque[tuple[bytes, Any]]) -> None:
-        """Feed the producer in FIFO order; account for acknowledgements in batches (cheaper than callbacks)."""
-        get, send, topic = self._queue.get, producer.send, self.topic
-        partition = _Partitioner(producer, topic)
-        while True:
-            try:
-                item = get(timeout=_REAP_S) if inflight else get()
-            except Empty:
-                self._reap(inflight)
-                continue
-            if item is _CLOSE:
-                return
-            key, value = item
-            try:
-                inflight.append((key, send(topic, value=materialise(value), key=key, partition=partition(key))))
-            except Exception as exc:  # metadata timeout, record too large, an encoding bug, ...
-                self._failed(key, exc)
-            if len(inflight) >= _REAP_EVERY:
-                self._reap(inflight)
-
-    def _reap(self, inflight: deque[tuple[bytes, Any]]) -> None:
-        """Settle the leading completed sends: count acknowledgements, collect failures."""
-        done: list[tuple[bytes, Any]] = []
-        while inflight and inflight[0][1].is_done:
-            done.append(inflight.popleft())
-        if not done:
-            return
-        failures = [Failure(key, describe(f.exception)) for key, f in done if f.exception is not None]
-        with self._cond:
-            self._failures += failures
-            self._pending -= len(done)
-            self._cond.notify_all()
-
-    def _failed(self, key: bytes, exc: BaseException) -> None:
-        with self._cond:
-            self._failures.append(Failure(key, describe(exc)))
-            self._pending -= 1
-            self._cond.notify_all()
-
-    def _shutdown(self, producer: Any, inflight: deque[tuple[bytes, Any]]) -> None:
+    async def _sleep(self, seconds: float | None) -> None:
+        """Wait up to ``seconds`` (``None``: indefinitely) or until :meth:`_wake`."""
+        assert self._woken is not None
         try:
-            producer.flush(timeout=self._block_s)
-        except Exception:  # what stays unacknowledged is reported by close() via the pending count
+            await asyncio.wait_for(self._woken.wait(), seconds)
+        except TimeoutError:
             pass
-        producer.close(timeout=self._block_s)
-        self._reap(inflight)
+        self._woken.clear()
+
+    async def _pump(self, producer: Any) -> None:
+        """Feed the producer in FIFO order, a record batch per partition for what is queued at once."""
+        publisher = BatchPublisher(producer, self.topic)
+        linger, last = self._config.get("linger_ms", 0) / 1000, 0.0
+        while True:
+            items = self._take()
+            if not items:
+                self._idle = True  # send() wakes the loop from now on; look once more before sleeping
+                items = self._take()
+                if not items:
+                    await self._sleep(None)
+                    self._idle = False
+                    continue
+                self._idle = False
+            wait = last + linger - time.monotonic()
+            if wait > 0 and items[-1] is not _CLOSE and len(items) < _CHUNK:
+                # Steps keep coming: gather them for a linger, as the producer's own linger would (a record
+                # batch per partition per linger at most; a step after a quiet spell goes out at once).
+                await asyncio.sleep(wait)
+                items += self._take(_CHUNK - len(items))
+            last = time.monotonic()
+            closing = items[-1] is _CLOSE
+            steps = items[:-1] if closing else items
+            records: list[tuple[bytes, bytes]] = []
+            for key, value in steps:
+                try:
+                    records.append((key, materialise(value)))
+                except Exception as exc:  # an encoding bug: that step fails, the others go on
+                    self._failed([key], exc)
+            if records:
+                await self._publish(publisher, records)
+            if closing:
+                return
+
+    def _take(self, most: int = _CHUNK) -> list[Any]:
+        """What is queued now, up to ``most`` items, ending at a close marker if one is among them."""
+        items: list[Any] = []
+        get = self._queue.get_nowait
+        while len(items) < most:
+            try:
+                item = get()
+            except Empty:
+                break
+            items.append(item)
+            if item is _CLOSE:
+                break
+        return items
+
+    async def _publish(self, publisher: BatchPublisher, records: list[tuple[bytes, bytes]]) -> None:
+        """Hand ``records`` to the producer; settle each record batch when Kafka answers for it.
+
+        A batch waits here while its partition's previous batch is still unsent (Kafka away), in
+        order, until :meth:`close`; the caller's buffer bound applies meanwhile.
+        """
+        from aiokafka.errors import KafkaError
+
+        try:
+            deliveries = await publisher.publish_keyed(records, keep_going=self._keep_going)
+        except KafkaError as exc:  # the topic's metadata: unknown topic, not authorised, timed out
+            self._failed([key for key, _ in records], exc)
+            return
+        for keys, future in deliveries:
+            future.add_done_callback(functools.partial(self._settle, keys))
+
+    def _keep_going(self) -> bool:
+        return not self._closing.is_set()
+
+    def _settle(self, keys: list[bytes], future: asyncio.Future[Any]) -> None:
+        """One record batch answered: count its steps acknowledged, or collect them as failed."""
+        if future.cancelled():
+            self._failed(keys, EmitError("the producer stopped before Kafka answered"))
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._failed(keys, exc)
+            return
+        with self._cond:
+            self._pending -= len(keys)
+            self._cond.notify_all()
+
+    def _failed(self, keys: list[bytes], exc: BaseException) -> None:
+        reason = describe(exc)
+        with self._cond:
+            self._failures += [Failure(key, reason) for key in keys]
+            self._pending -= len(keys)
+            self._cond.notify_all()
+
+    async def _shutdown(self, producer: Any) -> None:
+        # What stays unacknowledged is reported by close() via the pending count.
+        await _quietly(producer.flush(), self._block_s)
+        await _quietly(producer.stop(), self._block_s)
 
     def _drain_unsent(self) -> None:
         while True:
@@ -360,7 +461,30 @@ class KafkaTransport:
             except Empty:
                 return
             if item is not _CLOSE:
-                self._failed(item[0], EmitError(f"closed before the step was sent: {self._cause()}"))
+                self._failed([item[0]], EmitError(f"closed before the step was sent: {self._cause()}"))
+
+
+def _quiet_aiokafka() -> None:
+    """One of each repeated aiokafka warning or error per 30 s (it logs a failed connect on every retry);
+    the transport reports the cause itself. Idempotent."""
+    from provstream.streams.quiet import RepeatLimit
+
+    for name in _AIOKAFKA_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RepeatLimit) for f in logger.filters):
+            logger.addFilter(RepeatLimit())
+
+
+_AIOKAFKA_LOGGERS = ("aiokafka", "aiokafka.conn", "aiokafka.cluster", "aiokafka.producer.sender",
+                     "aiokafka.producer.producer")
+
+
+async def _quietly(awaitable: Any, timeout: float) -> None:
+    """Await ``awaitable`` for at most ``timeout`` seconds; whatever it raises is ignored."""
+    try:
+        await asyncio.wait_for(awaitable, timeout)
+    except Exception:  # a stop or flush that fails or times out leaves the pending count to report
+        pass
 
 
 _OPEN: set[KafkaTransport] = set()  # started and not closed: closed at interpreter exit
@@ -376,29 +500,3 @@ def _close_at_exit() -> None:
 
 
 atexit.register(_close_at_exit)
-
-
-class _Partitioner:
-    """kafka-python's default partitioner (Java's murmur2), memoised per key.
-
-    ``murmur2`` is pure Python; a session's key repeats for each of its steps,
-    so the sender computes it once per session. The partition count is re-read
-    from the producer's metadata on every new key; if it changes the memo is
-    dropped, as the default partitioner would re-map keys too.
-    """
-
-    def __init__(self, producer: Any, topic: str) -> None:
-        from kafka.partitioner.default import murmur2
-
-        self._murmur2 = murmur2
-        self._producer = producer
-        self._topic = topic
-        self._memo = PartitionMemo()
-
-    def __call__(self, key: bytes) -> int:
-        partition = self._memo.get(key)
-        if partition is None:
-            count = len(self._producer.partitions_for(self._topic))  # waits for metadata up to max_block_ms
-            self._memo.refresh(count)
-            partition = self._memo[key] = (self._murmur2(key) & 0x7FFFFFFF) % count
-        return partition

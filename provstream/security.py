@@ -137,7 +137,8 @@ def kafka_python_options(settings: Settings, role: str) -> dict[str, Any]:
 
 
 def aiokafka_options(settings: Settings, role: str) -> dict[str, Any]:
-    """aiokafka client options for ``role`` (the OTLP receiver's producer); same keys as kafka-python's."""
+    """aiokafka client options for ``role`` (the emitter's and the OTLP receiver's producers); same keys as
+    kafka-python's."""
     return kafka_python_options(settings, role)
 
 

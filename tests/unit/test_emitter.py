@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -10,6 +11,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -387,30 +389,57 @@ def test_unreachable_kafka_fills_the_buffer_then_times_out_with_a_clear_error() 
         t.send(b"k", b"v")
 
 
-class FakeFuture:
+class FakeBatch:
     def __init__(self) -> None:
-        self.is_done = False
-        self.exception: BaseException | None = None
+        self.records: list[tuple[bytes, bytes]] = []
+
+    def append(self, *, timestamp: object, key: bytes, value: bytes, headers: object) -> object:
+        self.records.append((key, value))
+        return object()
+
+    def close(self) -> None: ...
 
 
 class FakeProducer:
-    """Stands in for kafka-python's producer: futures the test settles by hand."""
+    """Stands in for aiokafka's producer: one future per record batch, which the test settles by hand."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes, bytes, int]] = []
-        self.futures: list[FakeFuture] = []
+        self.batches: list[tuple[asyncio.Future[None], list[bytes]]] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.client = SimpleNamespace(_wait_on_metadata=self._metadata,
+                                      cluster=SimpleNamespace(partitions_for_topic=lambda topic: {0, 1, 2, 3}))
 
-    def partitions_for(self, topic: str) -> set[int]:
-        return {0, 1, 2, 3}
+    async def _metadata(self, topic: str) -> None: ...
 
-    def send(self, topic: str, value: bytes, key: bytes, partition: int) -> FakeFuture:
-        self.sent.append((topic, key, value, partition))
-        self.futures.append(FakeFuture())
-        return self.futures[-1]
+    def _partitioner(self, key: bytes, all_partitions: list[int], available: list[int]) -> int:
+        from aiokafka.partitioner import DefaultPartitioner
 
-    def flush(self, timeout: float | None = None) -> None: ...
+        return DefaultPartitioner()(key, all_partitions, available)  # type: ignore[no-any-return]
 
-    def close(self, timeout: float | None = None) -> None: ...
+    def create_batch(self) -> FakeBatch:
+        return FakeBatch()
+
+    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> asyncio.Future[None]:
+        self.loop = asyncio.get_running_loop()
+        self.sent += [(topic, key, value, partition) for key, value in batch.records]
+        self.batches.append((self.loop.create_future(), [key for key, _ in batch.records]))
+        return self.batches[-1][0]
+
+    def settle(self, index: int, exc: BaseException | None = None) -> None:
+        """Kafka answers for batch ``index`` (from the test's thread)."""
+        future = self.batches[index][0]
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(future.set_result if exc is None else future.set_exception,
+                                       None if exc is None else exc)
+
+    def settle_all(self) -> None:
+        for i in range(len(self.batches)):
+            self.settle(i)
+
+    async def flush(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class FakeKafkaTransport(KafkaTransport):
@@ -418,7 +447,7 @@ class FakeKafkaTransport(KafkaTransport):
         super().__init__(settings)
         self.producer = producer
 
-    def _connect(self) -> object:
+    async def _connect(self) -> object:
         self._connected.set()
         self._attempted.set()
         return self.producer
@@ -440,10 +469,13 @@ def test_kafka_transport_keys_partitions_like_the_default_partitioner_and_keeps_
     for i, key in enumerate(keys):
         t.send(key, b"%d" % i)
     wait_for(lambda: len(producer.sent) == 40)
-    assert [v for _, _, v, _ in producer.sent] == [b"%d" % i for i in range(40)]
+    for partition in range(4):  # FIFO per partition (the order Kafka keeps)
+        mine = [int(v) for _, _, v, p in producer.sent if p == partition]
+        assert mine == sorted(mine)
+    assert sorted(int(v) for _, _, v, _ in producer.sent) == list(range(40))
     assert all(p == (murmur2(k) & 0x7FFFFFFF) % 4 for _, k, _, p in producer.sent)
-    for f in producer.futures:
-        f.is_done = True
+    assert len(producer.batches) < 40, "steps queued together share a record batch"
+    producer.settle_all()
     t.flush(timeout=5)
     t.close()
 
@@ -452,18 +484,17 @@ def test_delivery_failures_surface_from_the_next_send_and_from_flush() -> None:
     producer = FakeProducer()
     t = FakeKafkaTransport(unreachable(buffer=100), producer)
     t.send(b"s1", b"a")
+    wait_for(lambda: len(producer.batches) == 1)
     t.send(b"s2", b"b")
-    wait_for(lambda: len(producer.futures) == 2)
-    producer.futures[0].is_done = True
-    producer.futures[0].exception = RuntimeError("NotEnoughReplicas")
-    producer.futures[1].is_done = True
+    wait_for(lambda: len(producer.batches) == 2)
+    producer.settle(0, RuntimeError("NotEnoughReplicas"))
+    producer.settle(1)
     wait_for(lambda: bool(t._failures))
     with pytest.raises(DeliveryFailed, match=r"1 step\(s\) not delivered .*sessions: s1.*NotEnoughReplicas"):
         t.send(b"s3", b"c")
     t.send(b"s3", b"c")  # reported once; the transport goes on
-    wait_for(lambda: len(producer.futures) == 3)
-    producer.futures[2].is_done = True
-    producer.futures[2].exception = RuntimeError("timed out")
+    wait_for(lambda: len(producer.batches) == 3)
+    producer.settle(2, RuntimeError("timed out"))
     with pytest.raises(DeliveryFailed, match="timed out"):
         t.flush(timeout=5)
     t.close()
@@ -485,17 +516,32 @@ def test_the_sender_encodes_function_values_and_reports_one_that_fails() -> None
     t.send(b"s2", broken)
     wait_for(lambda: len(producer.sent) == 1 and bool(t._failures))
     assert producer.sent[0][2] == b"encoded" and sender == ["provstream-emitter"]
-    producer.futures[0].is_done = True
+    producer.settle_all()
     with pytest.raises(DeliveryFailed, match="sessions: s2.*ValueError: cannot encode"):
         t.flush(timeout=5)
     t.close()
 
 
+def test_close_gives_up_on_a_batch_kafka_never_takes_and_stops_the_sender() -> None:
+    class Stuck(FakeProducer):
+        async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> asyncio.Future[None]:
+            await asyncio.sleep(3600)  # the partition's previous batch never drains (Kafka away)
+            raise AssertionError("unreachable")
+
+    t = FakeKafkaTransport(unreachable(buffer=100), Stuck())
+    t.send(b"s1", b"a")
+    with pytest.raises(DeliveryFailed, match=r"1 step\(s\) not delivered"):
+        t.close(timeout=0.2)
+    assert t._thread is not None
+    t._thread.join(5)
+    assert not t._thread.is_alive()
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the crash is the point
 def test_a_crashed_sender_refuses_new_steps_and_reports_the_buffered_ones() -> None:
     class Broken(FakeProducer):
-        def send(self, topic: str, value: bytes, key: bytes, partition: int) -> FakeFuture:
-            return object()  # type: ignore[return-value]  # no is_done: the sender's bookkeeping fails
+        def create_batch(self) -> FakeBatch:
+            raise RuntimeError("a bug in the sender")
 
     t = FakeKafkaTransport(unreachable(buffer=1000), Broken())
     for _ in range(300):
