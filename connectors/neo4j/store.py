@@ -171,7 +171,25 @@ class Neo4jStore(DriverOwner):
 # or delete what matches.
 
 def _write_batch(tx: ManagedTransaction, rows: list[dict[str, Any]]) -> None:
-    tx.run(q.WRITE_BATCH, rows=rows).consume()
+    tx.run(q.WRITE_BATCH, rows=QuietRows(rows)).consume()
+
+
+class QuietRows(list[dict[str, Any]]):
+    """A batch's rows as one query parameter, with a short ``repr``.
+
+    The driver formats its ``C: RUN`` debug line, the ``repr`` of every
+    parameter, before the logger checks its level: for a batch of thousands
+    of rows that text cost more than packing them (BENCHMARKS.md). The packer
+    sends a list subclass as a plain list.
+
+    >>> QuietRows([{"iri": "urn:x"}] * 2000)
+    <2000 rows>
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} rows>"
 
 
 def _single(tx: ManagedTransaction, statement: LiteralString, **params: Any) -> Any:
