@@ -344,7 +344,7 @@ def show_sustained(r: Sustained) -> None:
 # -- latency -------------------------------------------------------------------------
 
 def latency(stack: PrivateStack, base: Settings, run: str, logs: Path, seconds: float, rate: float,
-            sample: int) -> tuple[list[float], int, dict[str, Usage], float]:
+            sample: int) -> tuple[list[tuple[float, float]], int, dict[str, Usage], float]:
     """Emit-to-queryable seconds of the sampled steps, how many never showed up within 60 s after the end,
     and the processes' usage over the measured window (and its length in seconds)."""
     s = phase_settings(base, run, "latency")
@@ -364,8 +364,8 @@ def latency(stack: PrivateStack, base: Settings, run: str, logs: Path, seconds: 
         pipeline.stop()
 
 
-def watch(db: Cypher, emitter: Child, meter: Meter, grace: float = 60.0) -> tuple[list[float], int]:
-    """Poll Neo4j for the sampled IRIs the emitter prints; (latencies in s, how many never arrived)."""
+def watch(db: Cypher, emitter: Child, meter: Meter, grace: float = 60.0) -> tuple[list[tuple[float, float]], int]:
+    """Poll Neo4j for the sampled IRIs the emitter prints; ((emit time, latency) in s, how many never arrived)."""
     pending: dict[str, float] = {}
     seen, found, gone_at = 0, [], None
     while gone_at is None or (pending and time.time() - gone_at < grace):
@@ -378,9 +378,21 @@ def watch(db: Cypher, emitter: Child, meter: Meter, grace: float = 60.0) -> tupl
         if pending:
             rows = db.rows(ARRIVED, iris=list(pending))
             now = time.time()
-            found += [now - pending.pop(r["iri"]) for r in rows]
+            found += [(emitted, now - emitted) for emitted in (pending.pop(r["iri"]) for r in rows)]
         time.sleep(WATCH_EVERY)
     return found, len(pending)
+
+
+def tail_report(found: list[tuple[float, float]], settle: float = 5.0) -> str:
+    """When the slowest 1 % of the sampled steps were emitted, and the quantiles after the first ``settle`` s."""
+    if len(found) < 100:
+        return "  (too few samples for a tail report)"
+    start = min(t for t, _ in found)
+    slowest = sorted(found, key=lambda p: p[1])[-max(1, len(found) // 100):]
+    at = sorted(t - start for t, _ in slowest)
+    later = [lat for t, lat in found if t - start >= settle]
+    return (f"  slowest 1 % emitted {at[0]:.1f}-{at[-1]:.1f} s into the run (median {at[len(at) // 2]:.1f} s); "
+            f"after the first {settle:.0f} s: {quantiles(later) if len(later) >= 100 else 'too few'}")
 
 
 def quantiles(values: list[float]) -> str:
@@ -490,7 +502,8 @@ def run(stack: PrivateStack, args: argparse.Namespace) -> int:
     found, missing, usage, window = latency(stack, base, run_id, logs, args.latency_seconds, args.rate, args.sample)
     print(f"latency at {args.rate:.0f} events/s for {args.latency_seconds:.0f} s, emit call -> node queryable in "
           f"Neo4j (every {args.sample}th step, polled every {WATCH_EVERY * 1000:.0f} ms): "
-          f"{quantiles(found) if found else 'nothing arrived'}; {missing} never arrived")
+          f"{quantiles([lat for _, lat in found]) if found else 'nothing arrived'}; {missing} never arrived")
+    print(tail_report(found))
     for line in usage_lines(usage, window):
         print(line)
     if not args.no_replay and results:
