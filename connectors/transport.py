@@ -23,9 +23,9 @@ from queue import Empty, SimpleQueue
 from typing import Any, Protocol
 
 from provstream.errors import DeliveryFailed, EmitError, EmitTimeout
+from provstream.publish import BatchPublisher
 from provstream.security import aiokafka_options
 from provstream.settings import Settings
-from provstream.streams.publish import BatchPublisher
 
 # Extra time flush(None) allows past _DELIVERY_S and the buffer's block time.
 _FLUSH_MARGIN_S = 5.0

@@ -56,13 +56,13 @@ from faust.types import EventT, StreamT
 
 from provstream import topics
 from provstream.core.fold import FoldState
+from provstream.publish import BatchPublisher
 from provstream.security import faust_options
 from provstream.settings import Settings
 from provstream.streams import faust_fence, faust_fixes, faust_speedups, spans_agent
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
 from provstream.streams.expiry import TOUCHED, idle_keys, sweep_interval
 from provstream.streams.offload import FoldProcess, StateDict, from_wire
-from provstream.streams.publish import BatchPublisher
 
 log = logging.getLogger("provstream.worker")
 Folded = tuple[tuple[Outcome, ...], dict[str, StateDict]]  # outcomes in batch order, changed session states

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from provstream.streams.publish import BatchPublisher
+from provstream.publish import BatchPublisher
 
 
 @dataclass

@@ -1,12 +1,14 @@
-"""Publishing a batch's triples messages as whole record batches.
+"""Publishing records as whole record batches through an aiokafka producer.
 
-Faust's ``producer.send`` costs a future, a partitioner call (pure-Python
-murmur2) and an accumulator lookup per message. The worker instead appends a
-batch's triples messages to one aiokafka ``BatchBuilder`` per partition and
-submits each with ``send_batch``: one future per record batch. The records
-go through the same producer, so Faust's flush before every offset commit
-still covers them; the partition is the one the producer's partitioner gives
-the key (murmur2, as for the events), computed once per session key.
+A producer's ``send`` costs a future, a partitioner call (pure-Python
+murmur2) and an accumulator lookup per record. :class:`BatchPublisher`
+instead appends records to one aiokafka ``BatchBuilder`` per partition and
+submits each with ``send_batch``: one future per record batch. The worker
+publishes a batch's triples messages this way through Faust's own producer
+(so Faust's flush before every offset commit still covers them); the
+emitter's Kafka transport publishes the steps it has buffered. The partition
+is the one the default partitioner gives the key (murmur2, as Java's),
+computed once per key.
 """
 
 from __future__ import annotations
