@@ -10,8 +10,8 @@ writing it once.
 Per batch (up to ``sink_batch_size`` records; closed as soon as Neo4j has
 finished the previous batch, and at the latest ``sink_batch_ms`` after its
 first record, so an idle pipeline writes a step at once and a busy one writes
-what arrived during the previous write): decode; undecodable records go to ``triples_dlq_topic``; the rest
-are written in one transaction. If Neo4j rejects the batch as bad data
+what arrived during the previous write): decode; undecodable records go to
+``triples_dlq_topic``; the rest are written in one transaction. If Neo4j rejects the batch as bad data
 (:class:`StoreError`), the batch is bisected to isolate the record(s) at fault,
 which are dead-lettered while the others are written. If Neo4j is unavailable
 (:class:`StoreUnavailable`), the sink keeps the batch, pauses its partitions
