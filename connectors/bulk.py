@@ -256,10 +256,39 @@ def _timed(stats: BulkStats, phase: str, step: Callable[[], Any]) -> Any:
         stats.phases[phase] = stats.phases.get(phase, 0.0) + time.monotonic() - began
 
 
+# How long a group coordinator that is not ready yet (a broker that just started) is waited for.
+COORDINATOR_WAIT_S = 30.0
+
+
+def describe_group(admin: Any, group_id: str, wait_s: float = COORDINATOR_WAIT_S,
+                   sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """``admin.describe_groups([group_id])``, retried while Kafka answers with a retriable error.
+
+    A broker that has just started has no group coordinator for a while (it is still creating
+    ``__consumer_offsets``) and answers ``CoordinatorNotAvailableError``: that is waited for.
+
+    :param admin: a :class:`kafka.KafkaAdminClient`.
+    :param group_id: the consumer group.
+    :param wait_s: how long retriable errors are retried (every 0.5 s) before the last is raised.
+    :returns: what ``describe_groups`` returns (group id to description).
+
+    Example: ``describe_group(admin, "provstream-sink")`` on a broker started a second ago
+    returns once its coordinator is ready.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return dict(admin.describe_groups([group_id]))
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() >= deadline:
+                raise
+            sleep(0.5)
+
+
 def _refuse_running_sink(settings: Settings) -> None:
     admin = KafkaAdminClient(**kafka_python_options(settings, "sink"), client_id="provstream-bulk")
     try:
-        for group in admin.describe_groups([settings.sink_group]).values():
+        for group in describe_group(admin, settings.sink_group).values():
             members = len(group.get("members") or ())
             if members:
                 raise ConfigError(f"the sink group {settings.sink_group} has {members} running member(s): "
