@@ -78,10 +78,17 @@ def source_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[int, int] | 
     >>> source_of(lineage_headers("provstream.events", 1, 7))
     (1, 7)
     """
-    found = dict(headers or ())
+    partition = offset = None
+    for name, value in headers or ():  # a plain loop: no dict per record on the sink's hot path
+        if name == _PARTITION_HEADER:
+            partition = value
+        elif name == _OFFSET_HEADER:
+            offset = value
+    if partition is None or offset is None:
+        return None
     try:
-        return int(found[SOURCE_HEADERS[1]]), int(found[SOURCE_HEADERS[2]])
-    except (KeyError, ValueError):
+        return int(partition), int(offset)
+    except ValueError:
         return None
 
 
@@ -109,7 +116,10 @@ def retraction_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[str, str
     >>> retraction_of(retraction_record("alice", "c", "s1")[2])
     ('alice', 'c', 's1')
     """
-    body = dict(headers or ()).get(RETRACTION_HEADER)
+    body = None
+    for name, value in headers or ():  # a plain loop: no dict per record on the sink's hot path
+        if name == RETRACTION_HEADER:
+            body = value
     if body is None:
         return None
     data = json.loads(body)
