@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import sys
 import time
 import uuid
@@ -45,6 +46,7 @@ from provstream.connectors.bulk import BulkOptions, bulk_rebuild
 from provstream.connectors.replay import StartAt, replay
 from provstream.core import events as ev
 from provstream.core.triples import StepTriples
+from provstream.gc_tuning import tune_gc
 from provstream.settings import Settings
 from provstream.testing import fold_all, load_trajectories, trajectory_events
 from provstream.topics import ensure_topics
@@ -128,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     produce(warm, warm.events_topic, ((e.session_id, wire.encode_event(e)) for e in warm_events))
     print(f"log: {len(events)} events, {len(messages)} triples messages, {_count(messages)} triples "
           f"({len({e.session_id for e in events})} sessions) written in {time.monotonic() - began:.1f} s", flush=True)
+    tune_gc(settings)  # as `provstream replay` does at its start (the workload above is frozen with the rest)
     try:
         for round_ in range(1, args.rounds + 1):
             online_graph = (-1, -1)
@@ -150,7 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bulk_graph = (int(got[0]["n"]), int(got[0]["r"]))
             same = "not compared" if args.skip_online else "same" if bulk_graph == online_graph else "DIFFERENT"
             print(f"round {round_} graphs: online {online_graph[0]} nodes {online_graph[1]} relationships, "
-                  f"bulk {bulk_graph[0]} nodes {bulk_graph[1]} relationships ({same})", flush=True)
+                  f"bulk {bulk_graph[0]} nodes {bulk_graph[1]} relationships ({same}); "
+                  f"peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB", flush=True)
     finally:
         admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, client_id="bench-bulk")
         try:

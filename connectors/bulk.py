@@ -49,6 +49,7 @@ from provstream.connectors.sink import Failure, Record, decode_records, dlq_head
 from provstream.core.triples import StepTriples
 from provstream.crypto import KeyRing
 from provstream.errors import ConfigError, ProvstreamError, StoreUnavailable
+from provstream.gc_tuning import collector_paused
 from provstream.keys import close_ring, open_ring
 from provstream.security import check_kafka, kafka_python_options
 from provstream.settings import Settings
@@ -203,11 +204,12 @@ def bulk_rebuild(settings: Settings, options: BulkOptions = BulkOptions(),
         stopped = stopper.submit(_timed, stats, "stop", lambda: run_server("down", ()))
         try:
             fold = ImageFold(ring)
-            committed = _timed(stats, "read", lambda: _read(consumer, settings, fold, stats, progress))
             directory = options.directory or settings.stack_dir / "bulk" / datetime.now(UTC).strftime(
                 "%Y%m%dT%H%M%SZ")
             try:
-                plan = _timed(stats, "csv", lambda: write_csv(fold.image, directory))
+                with collector_paused():  # the image is millions of acyclic objects
+                    committed = _timed(stats, "read", lambda: _read(consumer, settings, fold, stats, progress))
+                    plan = _timed(stats, "csv", lambda: write_csv(fold.image, directory))
                 stats.nodes, stats.relationships = plan.nodes, plan.relationships
                 argfile = directory / "import.args"
                 argfile.write_text("".join(a + "\n" for a in plan.arguments(settings.neo4j_database)),

@@ -17,7 +17,9 @@ agent's process and leaves its collector alone.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 from provstream.settings import Settings
 
@@ -38,3 +40,30 @@ def tune_gc(settings: Settings) -> tuple[int, int, int]:
         _, gen1, gen2 = gc.get_threshold()
         gc.set_threshold(settings.gc_gen0, gen1, gen2)
     return gc.get_threshold()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Turn the cyclic collector off for a phase that builds one large acyclic structure, then back on.
+
+    The bulk rebuild folds the whole triples topic into an in-memory graph of
+    millions of objects (dicts, lists, sets: all tracked by the collector, none
+    in a cycle). With the collector on, each of its older-generation passes walks
+    everything built so far, so the work grows with the square of the log. Reference
+    counting still frees every acyclic object at once; cycles made meanwhile (the
+    clients' own) wait until the phase ends. Nests: an inner pause leaves the
+    collector as the outer one set it.
+
+    Example::
+
+        with collector_paused():
+            image = fold_everything()   # gc.isenabled() is False here
+        # back to what it was before
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
