@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from provstream.connectors.neo4j.image import GraphImage, ImageNode, ImageRelationship, Moment, empty_lists
+from provstream.connectors.neo4j.image import GraphImage, ImageNode, ImageRelationship, Moment
 from provstream.errors import ProvstreamError
 
 # Characters tried, in order, as the array delimiter: ASCII separators, then the private use area.
@@ -110,7 +111,18 @@ def choose_delimiter(texts: Iterable[str]) -> str:
     """
     seen: set[str] = set()
     for text in texts:
-        seen.update(c for c in text if c in _CANDIDATE_SET)
+        _note_candidates(text, seen)
+    return _first_free(seen)
+
+
+def _note_candidates(text: str, seen: set[str]) -> None:
+    # Every candidate is a control or private-use character, none of them printable: most
+    # texts are, and the set intersection (a pass over the characters in C) is then skipped.
+    if not text.isprintable():
+        seen.update(_CANDIDATE_SET.intersection(text))
+
+
+def _first_free(seen: set[str]) -> str:
     for c in DELIMITER_CANDIDATES:
         if c not in seen:
             return c
@@ -118,6 +130,9 @@ def choose_delimiter(texts: Iterable[str]) -> str:
 
 
 _CANDIDATE_SET = frozenset(DELIMITER_CANDIDATES)
+# The column type of a value of exactly this class (a subclass or a list goes through csv_type).
+_SCALAR_TYPES: Mapping[type, str] = {bool: "boolean", int: "long", float: "double", str: "string",
+                                     Moment: "datetime"}
 
 
 def _cell(value: Any, delimiter: str) -> Any:
@@ -130,9 +145,43 @@ def _cell(value: Any, delimiter: str) -> Any:
     return value
 
 
-def _node_signature(node: ImageNode) -> Signature:
-    return tuple(sorted((name, csv_type(name, value)) for name, value in node.props.items()
-                        if name != "iri" and not (isinstance(value, list) and not value)))
+def _signature(props: Mapping[str, Any], texts: set[str] | None = None,
+               empty: list[str] | None = None) -> Signature:
+    """The sorted (name, column type) of ``props`` but ``iri`` and empty lists.
+
+    :param texts: when given, collects the candidate delimiters found in list elements.
+    :param empty: when given, collects the names of the empty lists left out.
+    """
+    out = []
+    for name, value in props.items():
+        kind = _SCALAR_TYPES.get(type(value))
+        if kind is None:
+            if isinstance(value, list):
+                if not value:
+                    if empty is not None:
+                        empty.append(name)
+                    continue
+                if texts is not None:
+                    for x in value:
+                        if type(x) is str:
+                            _note_candidates(x, texts)
+            kind = csv_type(name, value)
+        if name != "iri":
+            out.append((name, kind))
+    out.sort()
+    return tuple(out)
+
+
+def _converters(signature: Signature, delimiter: str) -> tuple[Callable[[Any], Any], ...] | None:
+    """One function per column that turns a value into its cell; ``None`` when every cell is the value."""
+    def join(value: list[Any]) -> str:
+        return delimiter.join(str(_cell(x, delimiter)) for x in value)
+
+    plain = {"string", "long", "double"}
+    if all(kind in plain for _, kind in signature):
+        return None
+    return tuple((lambda x: x) if kind in plain else join if kind.endswith("[]") else
+                 (lambda x: _cell(x, delimiter)) for _, kind in signature)
 
 
 def write_csv(image: GraphImage, directory: Path) -> ImportPlan:
@@ -144,58 +193,76 @@ def write_csv(image: GraphImage, directory: Path) -> ImportPlan:
     :raises ProvstreamError: a property name or value the importer cannot carry.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    nodes = list(image.nodes())
-    rels = list(image.relationships())
-    delimiter = choose_delimiter(_list_texts(nodes))
+    seen: set[str] = set()
+    empty: dict[str, list[str]] = {}
     groups: dict[Signature, list[ImageNode]] = {}
-    for node in nodes:
-        groups.setdefault(_node_signature(node), []).append(node)
+    count = 0
+    for node in image.nodes():
+        count += 1
+        names: list[str] = []
+        signature = _signature(node.props, seen, names)
+        for name in names:
+            empty.setdefault(name, []).append(node.iri)
+        for label in node.labels:
+            _note_candidates(label, seen)
+        groups.setdefault(signature, []).append(node)
+    delimiter = _first_free(seen)
     longest, multiline = 0, False
     node_files: list[Path] = []
     for i, (signature, members) in enumerate(sorted(groups.items())):
-        names = [name for name, _ in signature]
-        for name in names:
+        for name, _ in signature:
             if not _NAME.match(name):
                 raise ProvstreamError(f"cannot import property name {name!r}")
         path = directory / f"nodes-{i}.csv"
+        values = _getter(signature)
+        convert = _converters(signature, delimiter)
         with path.open("w", newline="", encoding="utf-8") as f:
             out = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
             out.writerow(["iri:ID", ":LABEL", *(f"{n}:{t}" for n, t in signature)])
             for node in members:
-                row = [node.iri, delimiter.join(sorted(node.labels)),
-                       *(_cell(node.props[n], delimiter) for n in names)]
+                cells = values(node.props)
+                if convert is not None:
+                    cells = [c(x) for c, x in zip(convert, cells, strict=True)]
+                row = [node.iri, delimiter.join(sorted(node.labels)), *cells]
                 longest, multiline = _scan(row, longest, multiline)
                 out.writerow(row)
         node_files.append(path)
     rel_groups: dict[tuple[str, Signature], list[ImageRelationship]] = {}
-    for rel in rels:
-        signature = tuple(sorted((name, csv_type(name, value)) for name, value in rel.props.items()))
-        rel_groups.setdefault((rel.type, signature), []).append(rel)
+    rel_count = 0
+    for rel in image.relationships():
+        rel_count += 1
+        rel_groups.setdefault((rel.type, _signature(rel.props)), []).append(rel)
     rel_files: list[Path] = []
     for i, ((rel_type, signature), rel_members) in enumerate(sorted(rel_groups.items())):
-        names = [name for name, _ in signature]
         path = directory / f"relationships-{i}.csv"
+        values = _getter(signature)
+        convert = _converters(signature, delimiter)
         with path.open("w", newline="", encoding="utf-8") as f:
             out = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
             out.writerow([":START_ID", ":END_ID", ":TYPE", *(f"{n}:{t}" for n, t in signature)])
             for rel in rel_members:
-                row = [rel.start, rel.end, rel_type, *(_cell(rel.props[n], delimiter) for n in names)]
+                cells = values(rel.props)
+                if convert is not None:
+                    cells = [c(x) for c, x in zip(convert, cells, strict=True)]
+                row = [rel.start, rel.end, rel_type, *cells]
                 longest, multiline = _scan(row, longest, multiline)
                 out.writerow(row)
         rel_files.append(path)
     return ImportPlan(
         node_files=tuple(node_files), relationship_files=tuple(rel_files), array_delimiter=delimiter,
-        multiline=multiline, read_buffer=max(MIN_READ_BUFFER, 2 * longest + 1024), nodes=len(nodes),
-        relationships=len(rels), empty_lists={k: tuple(v) for k, v in empty_lists(nodes).items()},
+        multiline=multiline, read_buffer=max(MIN_READ_BUFFER, 2 * longest + 1024), nodes=count,
+        relationships=rel_count, empty_lists={k: tuple(v) for k, v in empty.items()},
     )
 
 
-def _list_texts(nodes: Iterable[ImageNode]) -> Iterable[str]:
-    for node in nodes:
-        yield from node.labels
-        for value in node.props.values():
-            if isinstance(value, list):
-                yield from (str(x) for x in value)
+def _getter(signature: Signature) -> Callable[[Mapping[str, Any]], Sequence[Any]]:
+    """The values of a signature's columns from a property map, in column order."""
+    names = [name for name, _ in signature]
+    if not names:
+        return lambda props: ()
+    if len(names) == 1:
+        return lambda props: (props[names[0]],)
+    return itemgetter(*names)  # type: ignore[return-value]
 
 
 def _scan(row: list[Any], longest: int, multiline: bool) -> tuple[int, bool]:

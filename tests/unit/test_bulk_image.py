@@ -7,6 +7,7 @@ tests/bulk (``make bulk-tests``); these check the rules without servers.
 from __future__ import annotations
 
 import csv
+import gc
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,9 +19,10 @@ from provstream.codec import records as wire
 from provstream.connectors.bulk import ImageFold, server_env
 from provstream.connectors.neo4j.csvfiles import ImportPlan, choose_delimiter, csv_type, write_csv
 from provstream.connectors.neo4j.image import GraphImage, Moment
-from provstream.connectors.neo4j.rows import build_rows
+from provstream.connectors.neo4j.rows import Rows, build_rows
 from provstream.core.triples import StepTriples
 from provstream.errors import ProvstreamError
+from provstream.gc_tuning import collector_paused
 from provstream.settings import Settings
 from provstream.testing import fold_all, load_trajectories, scenario, trajectory_events
 from provstream.topics import retraction_record
@@ -139,6 +141,47 @@ def test_import_arguments_put_the_database_first(tmp_path: Path) -> None:
     assert args[0] == "neo4j" and "--overwrite-destination=true" in args
     assert "--array-delimiter=U+001F" in args and "--multiline-fields=true" in args
     assert args[-2:] == (f"--nodes={tmp_path / 'n.csv'}", f"--relationships={tmp_path / 'r.csv'}")
+
+
+def test_csv_cells_of_every_column_type_and_a_delimiter_that_avoids_the_lists(tmp_path: Path) -> None:
+    image = GraphImage()
+    image.apply(Rows(nodes=(
+        {"iri": "urn:a", "labels": ["Question"], "types": [], "props": {"flag": True, "count": 3, "share": 0.5,
+                                                                   "query": 'say "hi"\nthen stop'},
+         "chunks": ["one\x1ftwo", "three"], "extra": [], "startedAtTime": "2025-03-01T09:00:00Z"},
+        {"iri": "urn:b", "labels": [], "types": [], "props": {"flag": False, "count": 4, "share": 1.5,
+                                                         "query": "q"},
+         "chunks": ["four"], "extra": [], "startedAtTime": "2025-03-01T09:00:01Z"},
+    )))
+    image.apply(Rows(statuses=({"iri": "urn:a", "scope": {}, "status": "open", "steps": 2, "expectedSteps": None,
+                                "lateSteps": None, "missingSteps": []},)))
+    plan = write_csv(image, tmp_path)
+    assert plan.array_delimiter == "\x1e" and plan.multiline  # \x1f is in a chunk, a line break in a query
+    assert plan.empty_lists == {"missingSteps": ("urn:a",)}
+    cells = {}
+    for path in plan.node_files:
+        header, rows = _read(path, plan.array_delimiter)
+        cells.update({row[0]: dict(zip(header, row, strict=True)) for row in rows})
+    assert cells["urn:a"]["flag:boolean"] == "true" and cells["urn:b"]["flag:boolean"] == "false"
+    assert cells["urn:a"]["count:long"] == "3" and cells["urn:b"]["share:double"] == "1.5"
+    assert cells["urn:a"]["query:string"] == 'say "hi"\nthen stop'
+    assert cells["urn:a"]["selectedChunk:string[]"] == "one\x1ftwo\x1ethree"
+    assert cells["urn:a"]["startedAtTime:datetime"] == "2025-03-01T09:00:00Z"
+    assert cells["urn:a"][":LABEL"].split("\x1e") == ["Question", "Resource"]
+    assert "missingSteps:long[]" not in cells["urn:a"] and cells["urn:a"]["steps:long"] == "2"
+
+
+def test_the_collector_is_paused_while_the_image_is_built_and_restored_after() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner pause leaves it as the outer one set it
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a failed read")
+    assert gc.isenabled()
 
 
 def test_the_array_delimiter_avoids_the_values() -> None:
