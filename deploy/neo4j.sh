@@ -20,6 +20,11 @@
 #   PROVSTREAM_NEO4J_HEAP         [1g]    (-Xms = -Xmx)
 #   PROVSTREAM_NEO4J_PAGECACHE    [256m]
 #   PROVSTREAM_NEO4J_IMPORT_MEMORY [512m] the importer's --max-off-heap-memory
+#   PROVSTREAM_NEO4J_IMPORT_JIT   [auto]  c1: the importer's JVM compiles with C1 only (faster
+#                                         below ~200 MB of CSV: C2's compiler threads compete with
+#                                         the import for the cores), c2: the JVM's default
+#                                         (tiered, faster on larger imports), auto: c1 below
+#                                         PROVSTREAM_NEO4J_IMPORT_C1_MAX_MB [192] of input files
 #   PROVSTREAM_JAVA_HOME          [/usr/lib/jvm/java-17-openjdk-amd64] (17 or 21)
 #   PROVSTREAM_NEO4J_PASSWORD     [generated once into $STACK/secrets/neo4j-password]
 #   PROVSTREAM_NEO4J_CDS          [1]     0 disables the class-data-sharing archive
@@ -593,6 +598,20 @@ do_password() {
   printf '%s\n' "$PW"
 }
 
+# c1 or c2: which JIT the importer's JVM gets for the files named in ARGFILE (see the header;
+# do_import has checked the two variables).
+import_jit() {
+  local argfile=$1 mode=${PROVSTREAM_NEO4J_IMPORT_JIT:-auto} max=${PROVSTREAM_NEO4J_IMPORT_C1_MAX_MB:-192}
+  local line path bytes=0
+  [[ $mode == auto ]] || { echo "$mode"; return 0; }
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line =~ ^--(nodes|relationships)=(.*)$ ]] || continue
+    path=${BASH_REMATCH[2]}
+    [[ -f $path ]] && bytes=$((bytes + $(stat -c %s "$path")))
+  done <"$argfile"
+  if ((bytes < max * 1024 * 1024)); then echo c1; else echo c2; fi
+}
+
 # The offline importer (AdminTool `database import full`, in neo4j-import-tool, already among the
 # jars). Arguments come from a file (one a line, as written by provstream's bulk rebuild), passed
 # to picocli as an @argument file; the server's own configuration is used (same store format).
@@ -600,6 +619,10 @@ do_import() {
   local argfile=$1 quoted line rc=0 t0=$SECONDS
   validate_env
   [[ $IMPORT_MEMORY =~ ^[0-9]+[kKmMgG]$ ]] || die "invalid PROVSTREAM_NEO4J_IMPORT_MEMORY '$IMPORT_MEMORY' (e.g. 512m)"
+  [[ ${PROVSTREAM_NEO4J_IMPORT_JIT:-auto} =~ ^(auto|c1|c2)$ ]] ||
+    die "invalid PROVSTREAM_NEO4J_IMPORT_JIT '$PROVSTREAM_NEO4J_IMPORT_JIT' (auto, c1 or c2)"
+  [[ ${PROVSTREAM_NEO4J_IMPORT_C1_MAX_MB:-192} =~ ^[0-9]+$ ]] ||
+    die "invalid PROVSTREAM_NEO4J_IMPORT_C1_MAX_MB '$PROVSTREAM_NEO4J_IMPORT_C1_MAX_MB' (megabytes, e.g. 192)"
   [[ -f $argfile ]] || die "import: no argument file $argfile"
   take_lock
   [[ -z $(running_pids) ]] || die "neo4j is running: the offline importer needs it stopped (deploy/neo4j.sh down)"
@@ -620,12 +643,13 @@ do_import() {
   printf '\n==== %s deploy/neo4j.sh import ====\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$IMPORT_LOG"
   # Class-data sharing as for the server (cds_file): the first import dumps its own archive at exit.
   local cds=$LIB_DIR/cds-import-java$JAVA_MAJOR.jsa
-  local -a cds_flags=()
+  local -a cds_flags=() jit_flags=()
   if [[ ${PROVSTREAM_NEO4J_CDS:-1} != 0 ]]; then
     if [[ -s $cds ]]; then cds_flags=("-XX:SharedArchiveFile=$cds"); else cds_flags=("-XX:ArchiveClassesAtExit=$cds.new" "-Xlog:cds*=off"); fi
   fi
+  [[ $(import_jit "$argfile") == c1 ]] && jit_flags=(-XX:TieredStopAtLevel=1)
   NEO4J_HOME=$N4J_HOME NEO4J_CONF=$CONF_DIR \
-    "$JAVA" "-Xms$HEAP" "-Xmx$HEAP" -XX:+UseG1GC "${cds_flags[@]}" -Dfile.encoding=UTF-8 -cp "$LIB_DIR/*" \
+    "$JAVA" "-Xms$HEAP" "-Xmx$HEAP" -XX:+UseG1GC "${cds_flags[@]}" "${jit_flags[@]}" -Dfile.encoding=UTF-8 -cp "$LIB_DIR/*" \
     org.neo4j.cli.AdminTool "@$quoted" >>"$IMPORT_LOG" 2>&1 </dev/null 9>&- || rc=$?
   if ((rc == 0)) && [[ -s $cds.new ]]; then mv -f "$cds.new" "$cds"; else rm -f "$cds.new"; fi
   rm -f "$quoted"
