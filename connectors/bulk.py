@@ -15,8 +15,8 @@ database of the local stack from the triples topic:
    database is empty, or replaced with ``--force``), runs ``neo4j-admin database
    import full --overwrite-destination`` through ``deploy/neo4j.sh import``,
    and starts Neo4j again (also when the import failed);
-4. runs the sink's :meth:`Neo4jStore.setup` (constraint and indexes) and sets the
-   empty lists CSV cannot carry;
+4. runs the sink's :meth:`Neo4jStore.setup` (constraint and indexes: phase ``indexes``)
+   and sets the empty lists CSV cannot carry (phase ``lists``);
 5. dead-letters the records the sink would have dead-lettered, those past the
    sink group's committed offsets (earlier ones it dead-lettered already);
 6. commits the sink group's offsets to the end offsets of step 2: a sink started
@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -223,7 +224,7 @@ def bulk_rebuild(settings: Settings, options: BulkOptions = BulkOptions(),
             with contextlib.suppress(Exception):
                 stopped.result()  # its own error, if any, was raised above
             _timed(stats, "start", lambda: run_server("up", ()))
-        _timed(stats, "setup", lambda: _finish_store(settings, plan))
+        _finish_store(settings, plan, stats)
         stats.dead_letters = len(fold.failures)
         stats.dead_lettered = _dead_letter(settings, fold.failures, committed)
         _timed(stats, "handover", lambda: _commit(consumer, settings, stats.ends))
@@ -344,7 +345,8 @@ def _read(consumer: KafkaConsumer, settings: Settings, fold: ImageFold, stats: B
     return committed
 
 
-def _finish_store(settings: Settings, plan: ImportPlan) -> None:
+def _finish_store(settings: Settings, plan: ImportPlan, stats: BulkStats) -> None:
+    """The constraint and indexes (phase ``indexes``), then the empty lists (phase ``lists``)."""
     unknown = sorted(set(plan.empty_lists) - set(EMPTY_LIST_STATEMENTS))
     if unknown:
         raise ProvstreamError(f"cannot set the empty list property {unknown[0]!r} after the import")
@@ -352,9 +354,9 @@ def _finish_store(settings: Settings, plan: ImportPlan) -> None:
     while True:
         try:
             with Neo4jStore(settings) as store:
-                store.setup()
+                _timed(stats, "indexes", store.setup)
                 for name, iris in sorted(plan.empty_lists.items()):
-                    store.set_empty_lists(EMPTY_LIST_STATEMENTS[name], iris)
+                    _timed(stats, "lists", partial(store.set_empty_lists, EMPTY_LIST_STATEMENTS[name], iris))
             return
         except StoreUnavailable:
             if time.monotonic() > attempt_until:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Final, LiteralString
 
+# The indexes first: CREATE INDEX returns at once and the index populates in the background,
+# CREATE CONSTRAINT returns once its own index is online; so on a populated database (a bulk
+# rebuild) the four populate together instead of the constraint's first.
 SCHEMA: Final[tuple[LiteralString, ...]] = (
-    "CREATE CONSTRAINT resource_iri IF NOT EXISTS FOR (n:Resource) REQUIRE n.iri IS UNIQUE",
     "CREATE INDEX resource_session IF NOT EXISTS FOR (n:Resource) ON (n.session)",
     "CREATE INDEX resource_scope IF NOT EXISTS FOR (n:Resource) ON (n.user, n.collection)",
     "CREATE INDEX question_scope IF NOT EXISTS FOR (n:Question) ON (n.user, n.collection)",
+    "CREATE CONSTRAINT resource_iri IF NOT EXISTS FOR (n:Resource) REQUIRE n.iri IS UNIQUE",
 )
 AWAIT_INDEXES: Final[LiteralString] = "CALL db.awaitIndexes(300)"
 
