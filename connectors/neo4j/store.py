@@ -171,7 +171,15 @@ class Neo4jStore(DriverOwner):
 # or delete what matches.
 
 def _write_batch(tx: ManagedTransaction, rows: list[dict[str, Any]]) -> None:
-    tx.run(q.WRITE_BATCH, rows=QuietRows(rows)).consume()
+    quiet = QuietRows(rows)
+    try:
+        tx.run(q.WRITE_BATCH, rows=quiet).consume()
+    finally:
+        # The driver keeps a query's parameters in a reference cycle (its result and summary), so
+        # without this the batch's rows, tens of thousands of dicts and lists, outlived the
+        # transaction until the cyclic collector found them: a fifth of the sink's CPU went to
+        # collections walking them (BENCHMARKS.md). A retry runs this again on ``rows``.
+        quiet.clear()
 
 
 class QuietRows(list[dict[str, Any]]):

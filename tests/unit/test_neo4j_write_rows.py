@@ -19,6 +19,8 @@ import pytest
 from provstream.connectors.neo4j import cypher, model
 from provstream.connectors.neo4j.image import GraphImage, Moment
 from provstream.connectors.neo4j.rows import Row, build_rows, lineage_rows, write_rows
+from provstream.connectors.neo4j.store import QuietRows
+from provstream.connectors.neo4j.store import _write_batch as store_write_batch
 from provstream.core import vocab as v
 from provstream.core.triples import Iri, Literal, StepTriples, Triple
 from provstream.errors import StoreError
@@ -151,3 +153,34 @@ def test_a_label_outside_the_allow_list_never_reaches_the_statement() -> None:
     forged = replace(rows, nodes=({**rows.nodes[0], "labels": ["Question`) DETACH DELETE n //"]},))
     with pytest.raises(StoreError, match="allow-list"):
         write_rows(forged)
+
+
+class _Tx:
+    """A managed transaction that records the parameter it was given (and may fail)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.given: list[Any] = []
+
+    def run(self, statement: str, rows: list[Any]) -> Any:
+        assert statement == cypher.WRITE_BATCH
+        self.given.append(rows)
+        if self.fail:
+            raise RuntimeError("connection lost")
+        return self
+
+    def consume(self) -> None:
+        assert len(self.given[-1]) == 2  # the rows are there while the statement runs
+
+
+def test_the_rows_handed_to_the_driver_are_released_after_the_transaction() -> None:
+    """The driver keeps its parameters in a reference cycle: the store empties its own copy."""
+    rows = [{"iri": "urn:a"}, {"iri": "urn:b"}]
+    for tx in (_Tx(), _Tx(fail=True)):
+        try:
+            store_write_batch(tx, rows)  # type: ignore[arg-type]
+        except RuntimeError:
+            assert tx.fail
+        (given,) = tx.given
+        assert isinstance(given, QuietRows) and given == []
+        assert rows == [{"iri": "urn:a"}, {"iri": "urn:b"}]  # a retry runs again on the caller's rows
