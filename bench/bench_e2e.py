@@ -95,13 +95,13 @@ def emit_main(argv: list[str]) -> int:
         sessions = (planned(args.prefix, n) for n in itertools.count())
         on_step = _sampler(args.sample) if args.sample else None
         streamer = Streamer(emitter, sessions, user=settings.user, collection=settings.collection,  # type: ignore[arg-type]
-                            rate=args.rate, concurrent=32, on_step=on_step)
+                            rate=args.rate, concurrent=32, on_step=on_step, keep_started=False)
         print(f"{EMITTER_READY} {time.time():.6f}", flush=True)
         streamer.start()
         time.sleep(args.seconds)
         streamer.stop()
         emitter.flush()
-    print("DONE " + json.dumps({"steps": streamer.steps, "sessions": len(streamer.started),
+    print("DONE " + json.dumps({"steps": streamer.steps, "sessions": streamer.count,
                                 "emit_s": streamer.ended - streamer.began, "flushed": time.time(),
                                 "error": repr(streamer.error) if streamer.error else None}), flush=True)
     return 0 if streamer.error is None else 1
