@@ -607,7 +607,7 @@ import_jit() {
   while IFS= read -r line || [[ -n $line ]]; do
     [[ $line =~ ^--(nodes|relationships)=(.*)$ ]] || continue
     path=${BASH_REMATCH[2]}
-    [[ -f $path ]] && bytes=$((bytes + $(stat -c %s "$path")))
+    if [[ -f $path ]]; then bytes=$((bytes + $(stat -c %s "$path"))); fi
   done <"$argfile"
   if ((bytes < max * 1024 * 1024)); then echo c1; else echo c2; fi
 }
