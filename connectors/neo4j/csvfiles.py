@@ -145,11 +145,11 @@ def _cell(value: Any, delimiter: str) -> Any:
     return value
 
 
-def _signature(props: Mapping[str, Any], texts: set[str] | None = None,
+def _signature(props: Mapping[str, Any], candidates: set[str] | None = None,
                empty: list[str] | None = None) -> Signature:
     """The sorted (name, column type) of ``props`` but ``iri`` and empty lists.
 
-    :param texts: when given, collects the candidate delimiters found in list elements.
+    :param candidates: when given, collects the candidate delimiters found in list elements.
     :param empty: when given, collects the names of the empty lists left out.
     """
     out = []
@@ -161,10 +161,10 @@ def _signature(props: Mapping[str, Any], texts: set[str] | None = None,
                     if empty is not None:
                         empty.append(name)
                     continue
-                if texts is not None:
+                if candidates is not None:
                     for x in value:
                         if type(x) is str:
-                            _note_candidates(x, texts)
+                            _note_candidates(x, candidates)
             kind = csv_type(name, value)
         if name != "iri":
             out.append((name, kind))

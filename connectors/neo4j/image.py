@@ -28,7 +28,7 @@ node's labels and typed properties and every relationship.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,13 +209,3 @@ def _set_all(props: dict[str, Any], values: Mapping[str, Any], keep_empty_lists:
             props.pop(name, None)
         else:
             props[name] = list(value) if keep_empty_lists and isinstance(value, list) else value
-
-
-def empty_lists(nodes: Sequence[ImageNode]) -> dict[str, list[str]]:
-    """The IRIs of nodes holding an empty list, by property name (CSV cannot carry one)."""
-    out: dict[str, list[str]] = {}
-    for node in nodes:
-        for name, value in node.props.items():
-            if isinstance(value, list) and not value:
-                out.setdefault(name, []).append(node.iri)
-    return out
