@@ -22,6 +22,7 @@ import csv
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -174,14 +175,11 @@ def _signature(props: Mapping[str, Any], candidates: set[str] | None = None,
 
 def _converters(signature: Signature, delimiter: str) -> tuple[Callable[[Any], Any], ...] | None:
     """One function per column that turns a value into its cell; ``None`` when every cell is the value."""
-    def join(value: list[Any]) -> str:
-        return delimiter.join(str(_cell(x, delimiter)) for x in value)
-
     plain = {"string", "long", "double"}
     if all(kind in plain for _, kind in signature):
         return None
-    return tuple((lambda x: x) if kind in plain else join if kind.endswith("[]") else
-                 (lambda x: _cell(x, delimiter)) for _, kind in signature)
+    cell = partial(_cell, delimiter=delimiter)
+    return tuple((lambda x: x) if kind in plain else cell for _, kind in signature)
 
 
 def write_csv(image: GraphImage, directory: Path) -> ImportPlan:
