@@ -8,6 +8,10 @@ runs stored is deleted first) and with a Neo4j page cache of ``BENCH_PAGECACHE``
 (``PROVSTREAM_NEO4J_PAGECACHE`` overrides it), and stopped at the end if started
 here; the shared servers are never touched. It prints:
 
+* **pipeline warm-up**: one unmeasured 1+1 run emitting for ``--warm-seconds``
+  (15): on a just-started stack the servers' JVMs have not compiled their hot
+  code yet, and the first run paid for it (BENCHMARKS.md, "Throughput, fifth
+  pass"); its figure is printed, marked as not a result.
 * **sustained**: an emitter process emits as fast as it can for ``--seconds``;
   end-to-end events/s = events / (first emit -> last step committed by the
   sink in Neo4j), and triples/s; when each stage finished, and the CPU
@@ -251,14 +255,18 @@ class Sustained:
 
 
 def sustained(stack: PrivateStack, base: Settings, run: str, logs: Path, scale: int, seconds: float,
-              profile: Path | None) -> Sustained:
-    """One sustained run: ``scale`` workers and sinks, the emitter flat out for ``seconds``, then the drain."""
-    s = phase_settings(base, run, f"x{scale}")
-    logs = logs / f"x{scale}"
+              profile: Path | None, name: str = "") -> Sustained:
+    """One sustained run: ``scale`` workers and sinks, the emitter flat out for ``seconds``, then the drain.
+
+    Its topics, groups and collection are named after ``name`` (default ``x<scale>``).
+    """
+    name = name or f"x{scale}"
+    s = phase_settings(base, run, name)
+    logs = logs / name
     pipeline = start_pipeline(s, logs, scale)
     spies: list[subprocess.Popen[bytes]] = []
     try:
-        emitter = start_emitter(s, logs, f"e2e-x{scale}-{run}", seconds)
+        emitter = start_emitter(s, logs, f"e2e-{name}-{run}", seconds)
         emitter.wait_ready(120)
         meter = Meter(server_pids(stack), {**{c.name: c for c in pipeline.all()}, "emitter": emitter})
         meter.start()
@@ -479,6 +487,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=1000.0, help="events/s in the latency run (default 1000)")
     p.add_argument("--latency-seconds", type=float, default=30.0)
     p.add_argument("--sample", type=int, default=5, help="watch every n-th step in the latency run (default 5)")
+    p.add_argument("--warm-seconds", type=float, default=15.0,
+                   help="emission of an unmeasured 1+1 run first, to warm the servers' JIT (default 15; 0: none)")
     p.add_argument("--no-replay", action="store_true")
     p.add_argument("--profile", type=Path, default=None, help="py-spy the one-worker sustained run into DIR")
     p.add_argument("--keep-stack", action="store_true", help="leave the private stack running")
@@ -493,6 +503,10 @@ def run(stack: PrivateStack, args: argparse.Namespace) -> int:
     logs = stack.dir / "logs" / f"bench-{run_id}"
     logs.mkdir(parents=True, exist_ok=True)
     print(f"Neo4j warm-up: {warm_up(base):.1f} s; logs in {logs}", flush=True)
+    if args.warm_seconds > 0:
+        warm = sustained(stack, base, run_id, logs, 1, args.warm_seconds, None, name="warm")
+        print(f"pipeline warm-up, 1 worker + 1 sink emitting for {args.warm_seconds:.0f} s on the just-started stack "
+              f"(not a result): {warm.events_per_s:,.0f} events/s end to end", flush=True)
     results = []
     for scale in args.scale:
         profile = args.profile if scale == 1 else None
