@@ -78,7 +78,7 @@ class WorkerOptions:
     off (the default), or with per-event processing, the worker folds in its own process.
     """
 
-    batch_size: int = 1000
+    batch_size: int = 2000
     batch_within: float = 0.05
     datadir: Path | None = None
     fold_process: bool = False

@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
                               description=__doc__)
     p.add_argument("--max-pause", type=float, default=30.0, help="longest pause between restarts, seconds (default 30)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]",
-                   help="the provstream command to run, e.g. worker --batch-size 1000")
+                   help="the provstream command to run, e.g. worker --batch-size 2000")
     p.set_defaults(func=run)
 
 
