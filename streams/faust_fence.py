@@ -3,8 +3,8 @@
 The worker patches four faust-streaming / aiokafka internals
 (:mod:`.faust_fixes`: ``Recovery.on_recovery_completed``,
 ``Recovery._resume_streams``, ``AIOKafkaConsumerThread._fetch_records``;
-:mod:`.faust_speedups`: ``Consumer._drain_messages``, plus wrappers around
-``App.on_init_dependencies`` and aiokafka's ``Fetcher.__init__``) and reads a few private attributes (through the
+:mod:`.faust_speedups`: ``Consumer._drain_messages``, plus a wrapper around
+``App.on_init_dependencies``) and reads a few private attributes (through the
 accessors below, nowhere else). Those were written against exact upstream
 versions, so:
 
@@ -45,10 +45,6 @@ UPSTREAM: Final = {
     "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread._fetch_records": "42af390b23296396",
     # replaced by faust_speedups (eager delivery; same semantics)
     "faust.transport.consumer:Consumer._drain_messages": "35808b82ae2fb175",
-    # wrapped by faust_speedups.shorter_prefetch_backoff (a keyword default), which relies on how the
-    # fetcher uses it when it picks the partitions to fetch
-    "aiokafka.consumer.fetcher:Fetcher.__init__": "a4d94a1e3bd94044",
-    "aiokafka.consumer.fetcher:Fetcher._get_actions_per_node": "e673ac246da44a6e",
     # wrapped by faust_speedups.without_monitor
     "faust.app.base:App.on_init_dependencies": "ffe75fe2458138c1",
     # extended by runner.QuietWorker (one of each repeated warning/error per 30 s on the log handlers)

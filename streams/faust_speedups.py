@@ -1,4 +1,4 @@
-"""Cheaper per-message delivery in faust-streaming 0.15.3's fetcher, same semantics; prompter fetches.
+"""Cheaper per-message delivery in faust-streaming 0.15.3's fetcher, same semantics.
 
 Faust's fetcher (``Consumer._drain_messages``) hands each fetched message to
 the conductor with ``await self.wait_first(callback(message),
@@ -16,19 +16,14 @@ it suspends, the started coroutine is handed to the same ``wait_first`` as
 before (via :class:`Resumed`), so a suspended flow or a stopping consumer
 interrupts it exactly as it would have. The read offset is set after the
 callback either way, as Faust does.
-
-:func:`shorter_prefetch_backoff` makes aiokafka's fetcher send the next fetch
-sooner when records of one partition are still waiting to be taken (see there).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Coroutine, Generator
 from typing import Any, cast
 
-from aiokafka.consumer import fetcher as aiokafka_fetcher
 from faust import Sensor
 from faust.transport import consumer as faust_consumer
 
@@ -36,45 +31,11 @@ _APPLIED = "_provstream_eager_delivery"
 
 
 def apply() -> None:
-    """Patch :class:`faust.transport.consumer.Consumer` and aiokafka's ``Fetcher`` (idempotent)."""
-    shorter_prefetch_backoff()
+    """Patch :class:`faust.transport.consumer.Consumer` (idempotent)."""
     cls = faust_consumer.Consumer
     if getattr(cls, _APPLIED, False):
         return
     cls._drain_messages = _drain_messages  # type: ignore[method-assign]
-    setattr(cls, _APPLIED, True)
-
-
-# aiokafka's fetcher sends no new fetch to a broker while any partition it leads has records the
-# consumer has not taken yet, for up to ``prefetch_backoff`` (0.1 s by default). Right after a
-# worker started, its first batches waited out that backoff once: ~100 ms with no events delivered
-# while they piled up (BENCHMARKS.md, "Throughput, sixth pass").
-PREFETCH_BACKOFF_S = 0.01
-
-
-def shorter_prefetch_backoff(seconds: float = PREFETCH_BACKOFF_S) -> None:
-    """Give every aiokafka ``Fetcher`` created from now on ``prefetch_backoff=seconds`` (idempotent).
-
-    :param seconds: how long buffered, untaken records of one partition may hold back new fetches
-        from their broker for the other partitions (aiokafka's default: 0.1).
-
-    Example::
-
-        >>> shorter_prefetch_backoff()
-        >>> aiokafka_fetcher.Fetcher.__init__.__wrapped__ is not None
-        True
-    """
-    cls = aiokafka_fetcher.Fetcher
-    if getattr(cls, _APPLIED, False):
-        return
-    init = cls.__init__
-
-    @functools.wraps(init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("prefetch_backoff", seconds)
-        init(self, *args, **kwargs)
-
-    cls.__init__ = __init__  # type: ignore[method-assign]
     setattr(cls, _APPLIED, True)
 
 

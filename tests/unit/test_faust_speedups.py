@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from unittest.mock import MagicMock
 
 import pytest
-from aiokafka.consumer import fetcher as aiokafka_fetcher
 
 from provstream.streams import faust_speedups
 from provstream.streams.faust_speedups import Resumed, run_eagerly
@@ -90,30 +87,3 @@ def test_apply_patches_faust_once() -> None:
     faust_speedups.apply()
     faust_speedups.apply()
     assert Consumer._drain_messages is faust_speedups._drain_messages
-
-
-def _new_fetcher(**kwargs: float) -> float:
-    """A Fetcher's prefetch backoff, built without a broker (its fetch task is cancelled before it runs)."""
-    async def main() -> float:
-        client = MagicMock()
-        client._metadata_max_age_ms = 300_000
-        fetcher = aiokafka_fetcher.Fetcher(client, MagicMock(), **kwargs)
-        fetcher._fetch_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await fetcher._fetch_task
-        return float(fetcher._prefetch_backoff)
-
-    return asyncio.run(main())
-
-
-def test_fetchers_send_the_next_fetch_sooner_once_applied() -> None:
-    faust_speedups.apply()
-    faust_speedups.apply()  # idempotent: one wrapper
-    assert _new_fetcher() == faust_speedups.PREFETCH_BACKOFF_S == 0.01
-    assert aiokafka_fetcher.Fetcher.__init__.__wrapped__.__name__ == "__init__"  # type: ignore[attr-defined]
-    assert not hasattr(aiokafka_fetcher.Fetcher.__init__.__wrapped__, "__wrapped__")  # type: ignore[attr-defined]
-
-
-def test_an_explicit_prefetch_backoff_is_kept() -> None:
-    faust_speedups.apply()
-    assert _new_fetcher(prefetch_backoff=0.5) == 0.5
