@@ -1,10 +1,10 @@
 """The fence around Faust: every upstream internal the worker replaces or relies on, checked.
 
-The worker patches four faust-streaming / aiokafka internals
+The worker patches faust-streaming / aiokafka internals
 (:mod:`.faust_fixes`: ``Recovery.on_recovery_completed``,
 ``Recovery._resume_streams``, ``AIOKafkaConsumerThread._fetch_records``;
-:mod:`.faust_speedups`: ``Consumer._drain_messages``, plus a wrapper around
-``App.on_init_dependencies``) and reads a few private attributes (through the
+:mod:`.faust_speedups`: ``Consumer._drain_messages``, plus wrappers around
+``Consumer.on_buffer_drop`` and ``App.on_init_dependencies``) and reads a few private attributes (through the
 accessors below, nowhere else). Those were written against exact upstream
 versions, so:
 
@@ -45,6 +45,11 @@ UPSTREAM: Final = {
     "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread._fetch_records": "42af390b23296396",
     # replaced by faust_speedups (eager delivery; same semantics)
     "faust.transport.consumer:Consumer._drain_messages": "35808b82ae2fb175",
+    # wrapped by faust_speedups (wakes the fetch); relied on: on_buffer_full takes a partition out, and
+    # wake_fetch(): a fetch waiter set wakes fetched_records, which looks at its records again
+    "faust.transport.consumer:Consumer.on_buffer_drop": "025c8c202874f7b4",
+    "faust.transport.consumer:Consumer.on_buffer_full": "e208d4e5463ff9af",
+    "aiokafka.consumer.fetcher:Fetcher._create_fetch_waiter": "587dca1be22a22eb",
     # wrapped by faust_speedups.without_monitor
     "faust.app.base:App.on_init_dependencies": "ffe75fe2458138c1",
     # extended by runner.QuietWorker (one of each repeated warning/error per 30 s on the log handlers)
@@ -125,6 +130,32 @@ def raw_producer(app: Any) -> Any:
 def committed_offsets(consumer: Any) -> Any:
     """Faust's next offset after the last commit, per partition (``Consumer._committed_offset``)."""
     return getattr(consumer, "_committed_offset", {})
+
+
+def buffered_partitions(consumer: Any) -> Any:
+    """The partitions Faust took out of its fetch set for a full stream buffer (``Consumer._buffered_partitions``)."""
+    return consumer._buffered_partitions
+
+
+def wake_fetch(consumer: Any) -> None:
+    """Wake a ``fetched_records`` call waiting in Faust's consumer thread, so it looks at its records again.
+
+    ``ThreadDelegateConsumer._thread`` runs the aiokafka consumer (``_consumer``) in its own loop
+    (``thread_loop``); aiokafka's ``Fetcher._fetch_waiters`` are the futures such a call waits on,
+    set (from that loop) whenever new records arrive. Nothing happens before the consumer started.
+    """
+    thread = getattr(consumer, "_thread", None)
+    aio = getattr(thread, "_consumer", None)
+    fetcher = getattr(aio, "_fetcher", None)
+    if fetcher is None or thread is None or thread.thread_loop.is_closed():
+        return
+    thread.thread_loop.call_soon_threadsafe(_set_waiters, fetcher)
+
+
+def _set_waiters(fetcher: Any) -> None:
+    for waiter in list(fetcher._fetch_waiters):
+        if not waiter.done():
+            waiter.set_result(None)
 
 
 def in_recovery(app: Any) -> bool:

@@ -16,16 +16,31 @@ it suspends, the started coroutine is handed to the same ``wait_first`` as
 before (via :class:`Resumed`), so a suspended flow or a stopping consumer
 interrupts it exactly as it would have. The read offset is set after the
 callback either way, as Faust does.
+
+**A fetch that wakes when a stream buffer drains** (wraps
+``Consumer.on_buffer_drop``). When an agent's queue passes its high-water
+mark (``stream_buffer_maxsize`` / 1.25), Faust takes that partition out of
+the *live* set of partitions it fetches for, and puts it back once the queue
+is under 40 %. Under a backlog, the worker's fetcher asked aiokafka for the
+records of the partitions still in the set, often only the idle OTLP spans
+topic's, and aiokafka waited up to the fetcher's one-second timeout for new
+records of those, not noticing that the events partitions came back with
+records already fetched: the worker sat idle for most of each second
+(BENCHMARKS.md, "Throughput, seventh pass"). Here a partition put back wakes
+that wait (in the consumer thread's loop), and aiokafka looks at its
+records again at once, as it does when new records arrive.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
 
 from faust import Sensor
 from faust.transport import consumer as faust_consumer
+
+from provstream.streams import faust_fence
 
 _APPLIED = "_provstream_eager_delivery"
 
@@ -36,7 +51,19 @@ def apply() -> None:
     if getattr(cls, _APPLIED, False):
         return
     cls._drain_messages = _drain_messages  # type: ignore[method-assign]
+    cls.on_buffer_drop = _waking_on_buffer_drop(cls.on_buffer_drop)  # type: ignore[method-assign,assignment]
     setattr(cls, _APPLIED, True)
+
+
+def _waking_on_buffer_drop(on_buffer_drop: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """Wrap ``Consumer.on_buffer_drop``: a partition put back wakes the fetch waiting in the consumer thread."""
+    def waking(self: Any, tp: Any) -> None:
+        put_back = tp in faust_fence.buffered_partitions(self)
+        on_buffer_drop(self, tp)
+        if put_back:
+            faust_fence.wake_fetch(self)
+
+    return waking
 
 
 class Resumed:

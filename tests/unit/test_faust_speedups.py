@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import types
 
 import pytest
 
@@ -87,3 +89,86 @@ def test_apply_patches_faust_once() -> None:
     faust_speedups.apply()
     faust_speedups.apply()
     assert Consumer._drain_messages is faust_speedups._drain_messages
+
+
+class _Fetcher:
+    """What ``faust_fence.wake_fetch`` touches of aiokafka's ``Fetcher``: the futures a fetch waits on."""
+
+    def __init__(self) -> None:
+        self._fetch_waiters: set[asyncio.Future[None]] = set()
+
+
+class _Consumer:
+    """Faust's consumer as ``on_buffer_drop`` and ``wake_fetch`` see it, its consumer thread's loop running."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._buffered_partitions: set[str] = set()
+        self._active_partitions: set[str] = {"events-0", "spans-0"}
+        self.app = types.SimpleNamespace(in_recovery=False)
+        self._thread = types.SimpleNamespace(thread_loop=loop, _consumer=types.SimpleNamespace(_fetcher=_Fetcher()))
+
+    def _get_active_partitions(self) -> set[str]:
+        return self._active_partitions
+
+
+def _waiting_fetch(consumer: _Consumer) -> asyncio.Future[None]:
+    loop = consumer._thread.thread_loop
+
+    async def register() -> asyncio.Future[None]:
+        waiter = loop.create_future()
+        consumer._thread._consumer._fetcher._fetch_waiters.add(waiter)
+        return waiter
+
+    return asyncio.run_coroutine_threadsafe(register(), loop).result(5)
+
+
+def test_a_partition_put_back_after_a_full_buffer_wakes_the_waiting_fetch() -> None:
+    from faust.transport.consumer import Consumer
+
+    faust_speedups.apply()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        consumer = _Consumer(loop)
+        Consumer.on_buffer_full(consumer, "events-0")  # type: ignore[arg-type]
+        assert consumer._active_partitions == {"spans-0"}
+        waiter = _waiting_fetch(consumer)
+
+        Consumer.on_buffer_drop(consumer, "events-0")  # type: ignore[arg-type]
+
+        assert consumer._active_partitions == {"events-0", "spans-0"}
+        asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(waiter), 5), loop).result(6)
+        assert waiter.done() and waiter.result() is None
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_a_drop_for_a_partition_never_taken_out_leaves_the_fetch_waiting() -> None:
+    from faust.transport.consumer import Consumer
+
+    faust_speedups.apply()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        consumer = _Consumer(loop)
+        waiter = _waiting_fetch(consumer)
+
+        Consumer.on_buffer_drop(consumer, "events-0")  # type: ignore[arg-type]
+
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0.05), loop).result(5)  # the loop ran what was queued
+        assert not waiter.done()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_waking_before_the_consumer_started_does_nothing() -> None:
+    from provstream.streams import faust_fence
+
+    faust_fence.wake_fetch(types.SimpleNamespace(_thread=types.SimpleNamespace(_consumer=None)))
+    faust_fence.wake_fetch(object())
