@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import types
+from collections.abc import Iterator
 
 import pytest
 
@@ -122,49 +123,46 @@ def _waiting_fetch(consumer: _Consumer) -> asyncio.Future[None]:
     return asyncio.run_coroutine_threadsafe(register(), loop).result(5)
 
 
-def test_a_partition_put_back_after_a_full_buffer_wakes_the_waiting_fetch() -> None:
-    from faust.transport.consumer import Consumer
-
+@pytest.fixture
+def thread_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop running in its own thread, as Faust's consumer thread runs aiokafka's."""
     faust_speedups.apply()
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    try:
-        consumer = _Consumer(loop)
-        Consumer.on_buffer_full(consumer, "events-0")  # type: ignore[arg-type]
-        assert consumer._active_partitions == {"spans-0"}
-        waiter = _waiting_fetch(consumer)
-
-        Consumer.on_buffer_drop(consumer, "events-0")  # type: ignore[arg-type]
-
-        assert consumer._active_partitions == {"events-0", "spans-0"}
-        asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(waiter), 5), loop).result(6)
-        assert waiter.done() and waiter.result() is None
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
 
 
-def test_a_drop_for_a_partition_never_taken_out_leaves_the_fetch_waiting() -> None:
+def test_a_partition_put_back_after_a_full_buffer_wakes_the_waiting_fetch(
+        thread_loop: asyncio.AbstractEventLoop) -> None:
     from faust.transport.consumer import Consumer
 
-    faust_speedups.apply()
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        consumer = _Consumer(loop)
-        waiter = _waiting_fetch(consumer)
+    consumer = _Consumer(thread_loop)
+    Consumer.on_buffer_full(consumer, "events-0")  # type: ignore[arg-type]
+    assert consumer._active_partitions == {"spans-0"}
+    waiter = _waiting_fetch(consumer)
 
-        Consumer.on_buffer_drop(consumer, "events-0")  # type: ignore[arg-type]
+    Consumer.on_buffer_drop(consumer, "events-0")  # type: ignore[arg-type]
 
-        asyncio.run_coroutine_threadsafe(asyncio.sleep(0.05), loop).result(5)  # the loop ran what was queued
-        assert not waiter.done()
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
+    assert consumer._active_partitions == {"events-0", "spans-0"}
+    asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(waiter), 5), thread_loop).result(6)
+    assert waiter.done() and waiter.result() is None
+
+
+def test_a_drop_for_a_partition_never_taken_out_leaves_the_fetch_waiting(
+        thread_loop: asyncio.AbstractEventLoop) -> None:
+    from faust.transport.consumer import Consumer
+
+    consumer = _Consumer(thread_loop)
+    waiter = _waiting_fetch(consumer)
+
+    Consumer.on_buffer_drop(consumer, "events-0")  # type: ignore[arg-type]
+
+    asyncio.run_coroutine_threadsafe(asyncio.sleep(0.05), thread_loop).result(5)  # the loop ran what was queued
+    assert not waiter.done()
 
 
 def test_waking_before_the_consumer_started_does_nothing() -> None:
