@@ -28,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib.util
 from importlib import metadata
@@ -147,9 +148,10 @@ def wake_fetch(consumer: Any) -> None:
     thread = getattr(consumer, "_thread", None)
     aio = getattr(thread, "_consumer", None)
     fetcher = getattr(aio, "_fetcher", None)
-    if fetcher is None or thread is None or thread.thread_loop.is_closed():
+    if fetcher is None or thread is None:
         return
-    thread.thread_loop.call_soon_threadsafe(_set_waiters, fetcher)
+    with contextlib.suppress(RuntimeError):  # the thread's loop closed meanwhile (the worker is stopping)
+        thread.thread_loop.call_soon_threadsafe(_set_waiters, fetcher)
 
 
 def _set_waiters(fetcher: Any) -> None:

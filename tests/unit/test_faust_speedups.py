@@ -165,8 +165,11 @@ def test_a_drop_for_a_partition_never_taken_out_leaves_the_fetch_waiting(
     assert not waiter.done()
 
 
-def test_waking_before_the_consumer_started_does_nothing() -> None:
+def test_waking_before_the_consumer_started_or_after_it_stopped_does_nothing() -> None:
     from provstream.streams import faust_fence
 
     faust_fence.wake_fetch(types.SimpleNamespace(_thread=types.SimpleNamespace(_consumer=None)))
     faust_fence.wake_fetch(object())
+    closed = asyncio.new_event_loop()
+    closed.close()
+    faust_fence.wake_fetch(_Consumer(closed))
