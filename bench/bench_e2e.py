@@ -5,7 +5,8 @@ trajectories (bench/e2e_workload.py: 80 % agent, 10 % DocRAG, 10 % GraphRAG).
 Kafka and Neo4j run privately (``.stack/private-bench``, Kafka 127.0.0.1:19192,
 Neo4j bolt 127.0.0.1:17787): started here if not running, empty (what earlier
 runs stored is deleted first) and with a Neo4j page cache of ``BENCH_PAGECACHE``
-(``PROVSTREAM_NEO4J_PAGECACHE`` overrides it), and stopped at the end if started
+and a heap of ``BENCH_HEAP`` (``PROVSTREAM_NEO4J_PAGECACHE`` and ``PROVSTREAM_NEO4J_HEAP``
+override them), and stopped at the end if started
 here; the shared servers are never touched. It prints:
 
 * **pipeline warm-up**: one unmeasured 1+1 run emitting for ``--warm-seconds``
@@ -76,6 +77,8 @@ EMITTER_READY = "emitter ready"
 # The store a full run writes (about 1.5 M nodes, 2 GB) fits in it: a page cache smaller than the store
 # turns index lookups into page faults (docs: deploy/README.md "Sizing Neo4j").
 BENCH_PAGECACHE = "3g"
+# deploy/neo4j.sh's 1g heap leaves Neo4j's collector a large share of its CPU under the sink's writes (BENCHMARKS.md)
+BENCH_HEAP = "3g"
 WATCH_EVERY = 0.02
 
 
@@ -464,15 +467,16 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     pagecache = os.environ.get("PROVSTREAM_NEO4J_PAGECACHE") or BENCH_PAGECACHE
-    stack = PrivateStack("bench", BENCH_PORTS, pagecache=pagecache) if args.brokers == 1 else \
-        PrivateStack("bench-cluster", cluster_ports(100), brokers=args.brokers, pagecache=pagecache)
+    heap = os.environ.get("PROVSTREAM_NEO4J_HEAP") or BENCH_HEAP
+    stack = PrivateStack("bench", BENCH_PORTS, pagecache=pagecache, heap=heap) if args.brokers == 1 else \
+        PrivateStack("bench-cluster", cluster_ports(100), brokers=args.brokers, pagecache=pagecache, heap=heap)
     was_running = stack.script("kafka", "status").endswith("running") and \
         stack.script("neo4j", "status").endswith("running")
     print(f"# bench_e2e {machine()}; Kafka brokers: {args.brokers}", flush=True)
     try:
         if not was_running:
-            print(f"starting the private stack ({stack.dir.name}, empty, Neo4j page cache {pagecache}) ...",
-                  flush=True)
+            print(f"starting the private stack ({stack.dir.name}, empty, Neo4j page cache {pagecache}, "
+                  f"heap {heap}) ...", flush=True)
             stack.up(fresh=True)
         return run(stack, args)
     finally:

@@ -70,6 +70,7 @@ class PrivateStack:
     ports: Ports
     brokers: int = 1
     pagecache: str = ""  # PROVSTREAM_NEO4J_PAGECACHE for this stack ("": deploy/neo4j.sh's default or the caller's)
+    heap: str = ""  # PROVSTREAM_NEO4J_HEAP for this stack (likewise)
 
     @property
     def dir(self) -> Path:
@@ -81,7 +82,8 @@ class PrivateStack:
                 "PROVSTREAM_KAFKA_PORT": str(p.kafka), "PROVSTREAM_KAFKA_CONTROLLER_PORT": str(p.controller),
                 "PROVSTREAM_NEO4J_BOLT_PORT": str(p.bolt), "PROVSTREAM_NEO4J_HTTP_PORT": str(p.http),
                 "PROVSTREAM_KAFKA_BROKERS": str(self.brokers),
-                **({"PROVSTREAM_NEO4J_PAGECACHE": self.pagecache} if self.pagecache else {})}
+                **({"PROVSTREAM_NEO4J_PAGECACHE": self.pagecache} if self.pagecache else {}),
+                **({"PROVSTREAM_NEO4J_HEAP": self.heap} if self.heap else {})}
 
     def script(self, server: str, verb: str, *args: str) -> str:
         """``deploy/<server>.sh <verb> [args]`` on this stack; its stdout, or :class:`StackFailed`."""

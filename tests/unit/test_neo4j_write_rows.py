@@ -163,7 +163,7 @@ class _Tx:
         self.given: list[Any] = []
 
     def run(self, statement: str, rows: list[Any]) -> Any:
-        assert statement == cypher.WRITE_BATCH
+        assert statement == cypher.WRITE_BATCH_QUERY and statement.endswith(cypher.WRITE_BATCH)
         self.given.append(rows)
         if self.fail:
             raise RuntimeError("connection lost")
