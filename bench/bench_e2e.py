@@ -77,8 +77,9 @@ EMITTER_READY = "emitter ready"
 # The store a full run writes (about 1.5 M nodes, 2 GB) fits in it: a page cache smaller than the store
 # turns index lookups into page faults (docs: deploy/README.md "Sizing Neo4j").
 BENCH_PAGECACHE = "3g"
-# deploy/neo4j.sh's 1g heap leaves Neo4j's collector a large share of its CPU under the sink's writes (BENCHMARKS.md)
-BENCH_HEAP = "3g"
+# deploy/neo4j.sh's default. 3g cut the collector's share of Neo4j's CPU when the sink drained alone, but the
+# end-to-end runs with it were not faster (BENCHMARKS.md, "Throughput, eighth pass")
+BENCH_HEAP = "1g"
 WATCH_EVERY = 0.02
 
 
