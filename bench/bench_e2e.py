@@ -22,6 +22,10 @@ here; the shared servers are never touched. It prints:
 * **latency**: emit-to-queryable at a fixed ``--rate`` (1,000 events/s): for
   every ``--sample``-th step the emitter reports its IRI and emit time, and a
   watcher polls Neo4j (every 20 ms) until the node is there; p50/p95/p99.
+  Each sampled latency is then cut in three stages at the create times of the
+  step's events record and triples record (the node's offset lineage names
+  them): emitter, Kafka + worker, Kafka + sink + Neo4j + watcher.
+  ``--scale`` with no value runs the latency run alone.
 * **replay**: ``provstream replay --from-beginning --reset-graph`` of the
   one-worker run's events topic.
 
@@ -53,7 +57,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from e2e_graph import ARRIVED, Cypher, step_count, warm_up
+from e2e_graph import ARRIVED, Cypher, record_times, step_count, warm_up
 from e2e_stack import (
     BENCH_PORTS,
     Child,
@@ -356,9 +360,9 @@ def show_sustained(r: Sustained) -> None:
 # -- latency -------------------------------------------------------------------------
 
 def latency(stack: PrivateStack, base: Settings, run: str, logs: Path, seconds: float, rate: float,
-            sample: int) -> tuple[list[tuple[float, float]], int, dict[str, Usage], float]:
-    """Emit-to-queryable seconds of the sampled steps, how many never showed up within 60 s after the end,
-    and the processes' usage over the measured window (and its length in seconds)."""
+            sample: int) -> tuple[list[Arrival], int, dict[str, Usage], float, Settings]:
+    """The sampled steps' arrivals, how many never showed up within 60 s after the end, the processes'
+    usage over the measured window (and its length in seconds), and the phase's settings."""
     s = phase_settings(base, run, "latency")
     logs = logs / "latency"
     pipeline = start_pipeline(s, logs, 1)
@@ -374,15 +378,31 @@ def latency(stack: PrivateStack, base: Settings, run: str, logs: Path, seconds: 
             began = time.monotonic()
             found, missing = watch(db, emitter, meter)
         emitter_summary(emitter, 60)
-        return found, missing, meter.stop(), time.monotonic() - began
+        return found, missing, meter.stop(), time.monotonic() - began, s
     finally:
         pipeline.stop()
 
 
-def watch(db: Cypher, emitter: Child, meter: Meter, grace: float = 60.0) -> tuple[list[tuple[float, float]], int]:
-    """Poll Neo4j for the sampled IRIs the emitter prints; ((emit time, latency) in s, how many never arrived)."""
+@dataclass(frozen=True)
+class Arrival:
+    """A sampled step: when it was emitted and first seen in Neo4j (s since the epoch), and where its
+    node's first events and triples records are (partition, offset; ``None`` if the node has no lineage)."""
+
+    emitted: float
+    seen: float
+    event: tuple[int, int] | None
+    triples: tuple[int, int] | None
+
+    @property
+    def latency(self) -> float:
+        return self.seen - self.emitted
+
+
+def watch(db: Cypher, emitter: Child, meter: Meter, grace: float = 60.0) -> tuple[list[Arrival], int]:
+    """Poll Neo4j for the sampled IRIs the emitter prints; their arrivals, and how many never arrived."""
     pending: dict[str, float] = {}
-    seen, found, gone_at = 0, [], None
+    seen, gone_at = 0, None
+    found: list[Arrival] = []
     while gone_at is None or (pending and time.time() - gone_at < grace):
         meter.poll()
         if gone_at is None and not emitter.alive():
@@ -393,19 +413,40 @@ def watch(db: Cypher, emitter: Child, meter: Meter, grace: float = 60.0) -> tupl
         if pending:
             rows = db.rows(ARRIVED, iris=list(pending))
             now = time.time()
-            found += [(emitted, now - emitted) for emitted in (pending.pop(r["iri"]) for r in rows)]
+            found += [Arrival(pending.pop(r["iri"]), now,
+                              (r["ep"], r["eo"]) if r["eo"] is not None else None,
+                              (r["tp"], r["to"]) if r["to"] is not None else None) for r in rows]
         time.sleep(WATCH_EVERY)
     return found, len(pending)
 
 
-def tail_report(found: list[tuple[float, float]], settle: float = 5.0) -> str:
+def stage_report(s: Settings, found: list[Arrival]) -> list[str]:
+    """Each sampled step's latency cut at its events record's and its triples record's timestamps.
+
+    The timestamps are the producers' create times (ms): the emitter's send for the events record,
+    the worker's for the triples record; the last stage ends when the watcher saw the node, so it
+    includes half a polling interval on average.
+    """
+    with_lineage = [a for a in found if a.event is not None and a.triples is not None]
+    if len(with_lineage) < 100:
+        return ["  (too few samples with offset lineage for a stage report)"]
+    events = record_times(s, s.events_topic, {a.event for a in with_lineage if a.event is not None})
+    triples = record_times(s, s.triples_topic, {a.triples for a in with_lineage if a.triples is not None})
+    cuts = [(a.emitted, events[a.event], triples[a.triples], a.seen) for a in with_lineage
+            if a.event in events and a.triples in triples]
+    names = ("emit call -> events record (emitter)", "events record -> triples record (Kafka, worker)",
+             "triples record -> seen in Neo4j (Kafka, sink, Neo4j, watcher)")
+    return [f"  {name}: {quantiles([c[i + 1] - c[i] for c in cuts])}" for i, name in enumerate(names)]
+
+
+def tail_report(found: list[Arrival], settle: float = 5.0) -> str:
     """When the slowest 1 % of the sampled steps were emitted, and the quantiles after the first ``settle`` s."""
     if len(found) < 100:
         return "  (too few samples for a tail report)"
-    start = min(t for t, _ in found)
-    slowest = sorted(found, key=lambda p: p[1])[-max(1, len(found) // 100):]
-    at = sorted(t - start for t, _ in slowest)
-    later = [lat for t, lat in found if t - start >= settle]
+    start = min(a.emitted for a in found)
+    slowest = sorted(found, key=lambda a: a.latency)[-max(1, len(found) // 100):]
+    at = sorted(a.emitted - start for a in slowest)
+    later = [a.latency for a in found if a.emitted - start >= settle]
     return (f"  slowest 1 % emitted {at[0]:.1f}-{at[-1]:.1f} s into the run (median {at[len(at) // 2]:.1f} s); "
             f"after the first {settle:.0f} s: {quantiles(later) if len(later) >= 100 else 'too few'}")
 
@@ -488,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=60.0, help="sustained emission per run (default 60)")
-    p.add_argument("--scale", type=int, nargs="+", default=[1, 2], help="workers = sinks per run (default 1 2)")
+    p.add_argument("--scale", type=int, nargs="*", default=[1, 2],
+                   help="workers = sinks per run (default 1 2; none: the latency run only)")
     p.add_argument("--rate", type=float, default=1000.0, help="events/s in the latency run (default 1000)")
     p.add_argument("--latency-seconds", type=float, default=30.0)
     p.add_argument("--sample", type=int, default=5, help="watch every n-th step in the latency run (default 5)")
@@ -521,11 +563,14 @@ def run(stack: PrivateStack, args: argparse.Namespace) -> int:
         show_sustained(results[-1])
         if profile is not None:
             show_profiles(profile)
-    found, missing, usage, window = latency(stack, base, run_id, logs, args.latency_seconds, args.rate, args.sample)
+    found, missing, usage, window, lat_settings = latency(stack, base, run_id, logs, args.latency_seconds,
+                                                          args.rate, args.sample)
     print(f"latency at {args.rate:.0f} events/s for {args.latency_seconds:.0f} s, emit call -> node queryable in "
           f"Neo4j (every {args.sample}th step, polled every {WATCH_EVERY * 1000:.0f} ms): "
-          f"{quantiles([lat for _, lat in found]) if found else 'nothing arrived'}; {missing} never arrived")
+          f"{quantiles([a.latency for a in found]) if found else 'nothing arrived'}; {missing} never arrived")
     print(tail_report(found))
+    for line in stage_report(lat_settings, found):
+        print(line)
     for line in usage_lines(usage, window):
         print(line)
     if not args.no_replay and results:

@@ -56,7 +56,8 @@ MATCH (q:Resource {user: $user, collection: $collection}) WHERE q.status IS NOT 
 RETURN q.iri AS iri, q.status AS status, q.steps AS steps, q.expectedSteps AS expected, q.lateSteps AS late
 """
 ARRIVED: Final[LiteralString] = """
-UNWIND $iris AS iri MATCH (n:Resource {iri: iri}) WHERE n.types IS NOT NULL RETURN n.iri AS iri
+UNWIND $iris AS iri MATCH (n:Resource {iri: iri}) WHERE n.types IS NOT NULL
+RETURN n.iri AS iri, n.eventPartition AS ep, n.eventOffset AS eo, n.triplesPartition AS tp, n.triplesOffset AS to
 """
 
 
@@ -171,6 +172,34 @@ def read_log(settings: Settings) -> list[bytes | None]:
             for tp, records in consumer.poll(timeout_ms=500).items():
                 values += [r.value for r in records if r.offset < ends[tp]]
         return values
+    finally:
+        consumer.close(autocommit=False)
+
+
+def record_times(settings: Settings, topic: str, wanted: set[tuple[int, int]]) -> dict[tuple[int, int], float]:
+    """The timestamps (s since the epoch) of the records of ``topic`` at ``wanted`` (partition, offset) pairs.
+
+    A record's timestamp is its producer's create time (the topics keep the default
+    ``message.timestamp.type``): for the events topic the emitter's send, for the
+    triples topic the worker's.
+    """
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, group_id=None, enable_auto_commit=False,
+                             client_id="provstream-e2e-times", max_partition_fetch_bytes=4 * 1024 * 1024)
+    try:
+        spans: dict[int, tuple[int, int]] = {}
+        for p, o in wanted:
+            low, high = spans.get(p, (o, o))
+            spans[p] = (min(low, o), max(high, o))
+        parts = {p: TopicPartition(topic, p) for p in spans}
+        consumer.assign(list(parts.values()))
+        for p, (low, _) in spans.items():
+            consumer.seek(parts[p], low)
+        times: dict[tuple[int, int], float] = {}
+        while any(consumer.position(parts[p]) <= high for p, (_, high) in spans.items()):
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                times.update(((tp.partition, r.offset), r.timestamp / 1000) for r in records
+                             if (tp.partition, r.offset) in wanted)
+        return times
     finally:
         consumer.close(autocommit=False)
 

@@ -21,8 +21,10 @@ key and value and carry the headers ``provstream.error`` (the reason) and
 ``provstream.source.topic`` / ``.partition`` / ``.offset``.
 
 Writing batch *n* overlaps with polling and decoding batch *n + 1* (a writer
-thread), and a batch is split between ``sink_writers`` parallel transactions
-that share no node (:func:`split_lanes`: a session's messages, and sessions a
+thread), committing batch *n*'s offsets overlaps with writing batch *n + 1*
+(queued for the writer first: Neo4j never waits for Kafka's offset commit),
+and a batch is split between ``sink_writers`` parallel transactions that
+share no node (:func:`split_lanes`: a session's messages, and sessions a
 sub-trace links, all in one of them, in order), so Neo4j executes one while
 Python builds the next; offsets are still committed batch by batch, in order,
 each after every part of its batch is written. A transient error in one part
@@ -247,9 +249,10 @@ class Sink:
     """One sink instance; :meth:`run` returns when ``stop`` is set.
 
     Two stages overlap: while a writer thread writes batch *n* into Neo4j, the
-    consumer thread polls and decodes batch *n + 1*. Only the consumer thread
-    touches the consumer (kafka-python's consumer is not thread-safe): it
-    commits batch *n* once the writer reports it written, and keeps the group
+    consumer thread polls and decodes batch *n + 1*, queues it for the writer,
+    then commits batch *n* once the writer reports it written (so the commit
+    overlaps the next write). Only the consumer thread touches the consumer
+    (kafka-python's consumer is not thread-safe); it also keeps the group
     membership alive (partitions paused) while a write is retrying.
     """
 
@@ -283,9 +286,11 @@ class Sink:
                     good, bad = decode_records(rest)
                     if self.ring is not None:  # sealed literals opened (or [erased]) before Neo4j sees them
                         good = [(record, self.ring.open_triples(msg)) for record, msg in good]
-                    if inflight is not None:
-                        self._settle(*inflight)
-                    inflight = (records, self._writer.submit(self._retrying, good, bad, retracted))
+                    # The next write is queued before the last one's offsets are committed: the writer
+                    # thread starts it as soon as that write ends, so Neo4j never waits for the commit.
+                    written, inflight = inflight, (records, self._writer.submit(self._retrying, good, bad, retracted))
+                    if written is not None:
+                        self._settle(*written)
                 elif inflight is not None and inflight[1].done():
                     self._settle(*inflight)
                     inflight = None
@@ -296,7 +301,8 @@ class Sink:
         except _Stopped:
             log.info("stopping with an unwritten batch; it stays uncommitted and will be redelivered")
         finally:
-            self._writer.shutdown(wait=True)
+            # a batch queued behind one that was stopped is not started: it stays uncommitted anyway
+            self._writer.shutdown(wait=True, cancel_futures=True)
             self._lanes.shutdown(wait=True)
         return self.stats
 

@@ -18,7 +18,8 @@ flushed the triples and changelog records of the events before it. After a
 crash the uncommitted events are folded again; they give the same triples
 (flagged ``duplicate``), so downstream MERGEs make it effectively once.
 
-Batching (``stream.take_events``) writes the table outside Faust's
+Batching (:func:`.take.take_ready`: Faust's ``take_events``, but a batch also
+closes once the stream has no further event queued) writes the table outside Faust's
 per-event context, so the table uses ``use_partitioner=True``: its changelog
 partition comes from the key through the producer's murmur2 partitioner, the
 same one the emitter uses, so with equal partition counts (checked at start)
@@ -63,6 +64,7 @@ from provstream.streams import faust_fence, faust_fixes, faust_speedups, spans_a
 from provstream.streams.batch import Accepted, Message, Outcome, Rejected, fold_batch
 from provstream.streams.expiry import TOUCHED, idle_keys, sweep_interval
 from provstream.streams.offload import FoldProcess, StateDict, from_wire
+from provstream.streams.take import take_ready
 
 log = logging.getLogger("provstream.worker")
 Folded = tuple[tuple[Outcome, ...], dict[str, StateDict]]  # outcomes in batch order, changed session states
@@ -182,11 +184,12 @@ class _Fold:
             # a batch changes up to ``size`` table keys at once; Faust's default (100 pending changelog
             # records) would throttle delivery with a warning after every batch
             self.app.producer.buffer.max_messages = max(self.app.producer.buffer.max_messages, 2 * size)
-            # take_events acks each batch it yielded (below: once published). It also sets enable_acks back
-            # when it closes, after which the stream's background drainer acks every event it still takes
-            # from the queue, folded or not, and a stop would commit over them; so acks stay off for good.
+            # take_ready (as take_events) acks each batch it yielded (below: once published). It also sets
+            # enable_acks back when it closes, after which the stream's background drainer acks every event
+            # it still takes from the queue, folded or not, and a stop would commit over them; so acks stay
+            # off for good.
             stream.enable_acks = False
-            batches: AsyncIterator[Sequence[EventT]] = stream.take_events(size, within=within)  # type: ignore[attr-defined]
+            batches: AsyncIterator[Sequence[EventT]] = take_ready(stream, size, within)
             if self.helper is None:
                 async for batch in batches:
                     await self.handle(batch)
@@ -202,7 +205,7 @@ class _Fold:
     async def _pipelined(self, batches: AsyncIterator[Sequence[EventT]]) -> None:
         """Take the next batch while the helper process folds the one before.
 
-        ``take_events`` acks a batch's events when the next batch is asked
+        ``take_ready`` acks a batch's events when the next batch is asked
         for; each message is given one extra reference first, released by
         :meth:`_process` only once the batch is published, so Faust counts
         the events as processed (and may commit their offsets) no earlier

@@ -4,7 +4,8 @@ The worker patches faust-streaming / aiokafka internals
 (:mod:`.faust_fixes`: ``Recovery.on_recovery_completed``,
 ``Recovery._resume_streams``, ``AIOKafkaConsumerThread._fetch_records``;
 :mod:`.faust_speedups`: ``Consumer._drain_messages``, plus wrappers around
-``Consumer.on_buffer_drop`` and ``App.on_init_dependencies``) and reads a few private attributes (through the
+``Consumer.on_buffer_drop`` and ``App.on_init_dependencies``; :mod:`.take`: a variant of
+``Stream.take_events``) and reads a few private attributes (through the
 accessors below, nowhere else). Those were written against exact upstream
 versions, so:
 
@@ -51,6 +52,10 @@ UPSTREAM: Final = {
     "faust.transport.consumer:Consumer.on_buffer_drop": "025c8c202874f7b4",
     "faust.transport.consumer:Consumer.on_buffer_full": "e208d4e5463ff9af",
     "aiokafka.consumer.fetcher:Fetcher._create_fetch_waiter": "587dca1be22a22eb",
+    # followed by take.take_ready (take_events with one more way to close a batch), which also relies on
+    # _enable_passive and the stream's _processors and _active_agens
+    "faust.streams:Stream.take_events": "c38c1ba0050c13ef",
+    "faust.streams:Stream._enable_passive": "356274e655d9b08b",
     # wrapped by faust_speedups.without_monitor
     "faust.app.base:App.on_init_dependencies": "ffe75fe2458138c1",
     # extended by runner.QuietWorker (one of each repeated warning/error per 30 s on the log handlers)

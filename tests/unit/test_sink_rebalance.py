@@ -97,3 +97,51 @@ def test_a_batch_closes_at_its_size_even_while_writing() -> None:
                 producer=None, stop=threading.Event())
     sink._fill(consumer.writing)
     assert len(sink.pending) == 3
+
+
+def test_the_next_batch_is_queued_for_the_writer_before_the_last_one_is_committed() -> None:
+    """Neo4j never waits for Kafka's offset commit: batch 2 is queued, then batch 1's offsets are committed."""
+    Headed = namedtuple("Headed", "topic partition offset value key headers")
+    log: list[tuple[str, int]] = []
+    stop = threading.Event()
+
+    class Consumer:
+        polls = 0
+
+        def subscribe(self, topics: list[str], listener: Any = None) -> None:
+            pass
+
+        def partitions_for_topic(self, topic: str) -> set[int]:
+            return {0}
+
+        def assignment(self) -> set[TopicPartition]:
+            return {P0}
+
+        def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
+            self.polls += 1
+            if self.polls <= 2:  # one record per batch: offsets 1 and 2
+                return {P0: [Headed("t", 0, self.polls, b"x", b"k", [])]}
+            stop.set()
+            return {}
+
+        def commit(self, offsets: dict[TopicPartition, Any]) -> None:
+            log.append(("commit", offsets[P0].offset - 1))
+
+    sink = Sink(Settings(), store=None, consumer=Consumer(), producer=None, stop=stop)  # type: ignore[arg-type]
+
+    def retrying(good: list[Any], bad: list[Any], retracted: Any = ()) -> None:
+        offset = (good + bad)[0][0].offset
+        log.append(("write", offset))
+
+    submit = sink._writer.submit
+
+    def queued(fn: Any, *args: Any) -> Future[None]:
+        log.append(("queued", (args[0] + args[1])[0][0].offset))
+        return submit(fn, *args)
+
+    sink._retrying = retrying  # type: ignore[method-assign]
+    sink._writer.submit = queued  # type: ignore[method-assign]
+    sink.run()
+    assert log.index(("queued", 2)) < log.index(("commit", 1))
+    assert log.index(("write", 1)) < log.index(("commit", 1)) < log.index(("commit", 2))
+    assert log.index(("write", 2)) < log.index(("commit", 2))

@@ -21,7 +21,9 @@ def register(subparsers: Any) -> None:
                               description=__doc__)
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH,
                    help=f"events folded per batch; 1 = per-event processing (default {DEFAULT_BATCH})")
-    p.add_argument("--batch-ms", type=int, default=50, help="longest wait to fill a batch (default 50)")
+    p.add_argument("--batch-ms", type=int, default=50,
+                   help="longest a batch stays open while events keep coming; it also closes at once when no "
+                        "further event is queued (default 50)")
     p.add_argument("--fold-in-process", action="store_true",
                    help="fold in the worker's own process even when PROVSTREAM_WORKER_FOLD_PROCESS=1 "
                         "asks for a helper process (the default folds in the worker's own process)")
