@@ -370,7 +370,7 @@ def latency(stack: PrivateStack, base: Settings, run: str, logs: Path, seconds: 
         # The watcher connects and plans its query before the first step: a Bolt log-in and a plan
         # made while steps are waiting would be counted as their latency.
         with Cypher(s) as db:
-            db.rows(ARRIVED, iris=[])
+            db.rows(ARRIVED, watch={"iris": []})
             emitter = start_emitter(s, logs, f"e2e-lat-{run}", seconds, rate, sample)
             emitter.wait_ready(120)
             meter = Meter(server_pids(stack), {**{c.name: c for c in pipeline.all()}, "emitter": emitter})
@@ -411,7 +411,7 @@ def watch(db: Cypher, emitter: Child, meter: Meter, grace: float = 60.0) -> tupl
         seen += len(lines)
         pending.update((p[1], float(p[2])) for p in (line.split() for line in lines) if p and p[0] == "S")
         if pending:
-            rows = db.rows(ARRIVED, iris=list(pending))
+            rows = db.rows(ARRIVED, watch={"iris": list(pending)})
             now = time.time()
             found += [Arrival(pending.pop(r["iri"]), now,
                               (r["ep"], r["eo"]) if r["eo"] is not None else None,

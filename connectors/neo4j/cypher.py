@@ -29,8 +29,12 @@ AWAIT_INDEXES: Final[LiteralString] = "CALL db.awaitIndexes(300)"
 # ends the node pass before any relationship is merged, so every end node exists.
 # Status never regresses to fewer steps (a redelivered or replayed older message);
 # of each lineage offset the first value written is kept.
+# The rows arrive as $batch.rows, not as a list parameter of their own: Neo4j keys a cached plan
+# on each list parameter's size, rounded up to a power of ten, so `UNWIND $rows` was planned (and
+# later recompiled) once per batch-size class, and the first small batches after a run of large
+# ones each waited for a plan (BENCHMARKS.md). A map parameter has no size in the key: one plan.
 WRITE_BATCH: Final[LiteralString] = """
-UNWIND $rows AS row
+UNWIND $batch.rows AS row
 MERGE (n:Resource {iri: row.iri})
 ON CREATE SET n.graph = row.graph, n.types = row.types, n.selectedChunk = row.chunks, n.extraLiterals = row.extra
 ON MATCH SET

@@ -5,7 +5,7 @@ per object-only IRI, one status row per question (the one with most steps),
 and relationship rows grouped by relationship type (:class:`Rows`, what the bulk
 rebuild's :class:`.image.GraphImage` applies). :func:`write_rows` folds them, with
 the offset lineage, into one row per IRI for the store's single constant
-``UNWIND $rows ... MERGE`` statement (:data:`.cypher.WRITE_BATCH`); values travel
+``UNWIND $batch.rows ... MERGE`` statement (:data:`.cypher.WRITE_BATCH`); values travel
 only as parameters.
 
 A triple the model cannot hold losslessly raises :class:`StoreError` (the sink

@@ -173,7 +173,7 @@ class Neo4jStore(DriverOwner):
 def _write_batch(tx: ManagedTransaction, rows: list[dict[str, Any]]) -> None:
     quiet = QuietRows(rows)
     try:
-        tx.run(q.WRITE_BATCH_QUERY, rows=quiet).consume()
+        tx.run(q.WRITE_BATCH_QUERY, batch={"rows": quiet}).consume()
     finally:
         # The driver keeps a query's parameters in a reference cycle (its result and summary), so
         # without this the batch's rows, tens of thousands of dicts and lists, outlived the

@@ -11,7 +11,7 @@ repository root, on a private stack that run.sh started. Steps:
   connector. A JSON message is ``{"rows": write_rows(build_rows([message]))}`` (the
   project's own row builder) rendered as JSON: the connector's Cypher then runs
   exactly the project's write statement (connectors/neo4j/cypher.py WRITE_BATCH)
-  with ``UNWIND $rows`` replaced by ``UNWIND event.rows``. Also writes the expected node/relationship counts
+  with ``UNWIND $batch.rows`` replaced by ``UNWIND event.rows``. Also writes the expected node/relationship counts
   (``build_rows`` over the whole backlog).
 * ``bench``: starts a Kafka Connect standalone worker (kept for the whole run so
   its JIT is warm), then runs warm-up A and B (discarded) and ``--pairs`` times A, B
@@ -100,7 +100,7 @@ def message_json(msg: Any) -> bytes:
 def peer_cypher() -> str:
     """The project's write statement in a CALL subquery, reading one message's rows."""
     body = q.WRITE_BATCH.strip()
-    head = "UNWIND $rows AS row"
+    head = "UNWIND $batch.rows AS row"
     assert body.startswith(head), body[:40]
     return "CALL (event) {\n  UNWIND event.rows AS row\n  " + body[len(head):].strip() + "\n}"
 
