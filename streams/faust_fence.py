@@ -5,9 +5,10 @@ The worker patches faust-streaming / aiokafka internals
 ``Recovery._resume_streams``, ``AIOKafkaConsumerThread._fetch_records``;
 :mod:`.faust_speedups`: ``Consumer._drain_messages``, plus wrappers around
 ``Consumer.on_buffer_drop`` and ``App.on_init_dependencies``; :mod:`.take`: a variant of
-``Stream.take_events``) and reads a few private attributes (through the
-accessors below, nowhere else). Those were written against exact upstream
-versions, so:
+``Stream.take_events``) and reads a few private attributes. The copies of
+upstream methods use the attributes their originals use; all other code reads
+them through the accessors below, nowhere else. Those were written against
+exact upstream versions, so:
 
 * :data:`PINNED` holds the versions ``pyproject.toml`` pins; :func:`check_versions`
   refuses to start the worker on any other, with a clear error;
