@@ -10,7 +10,9 @@ database of the local stack from the triples topic:
    by batch exactly as the sink would write them: the sink's own
    :func:`split_retractions`, :func:`decode_records`, :func:`build_rows` (via
    :func:`isolate_rejects`, so a message Neo4j would reject is isolated the
-   same way) and :func:`lineage_rows`; retraction records erase their session;
+   same way) and :func:`lineage_rows`; retraction records erase their session.
+   With several cores, one process per set of partitions folds and writes its
+   own files (:mod:`.bulk_fold`), unless their images would not merge exactly;
 3. writes the image as CSV (:mod:`.neo4j.csvfiles`) while Neo4j stops (the
    database is empty, or replaced with ``--force``), runs ``neo4j-admin database
    import full --overwrite-destination`` through ``deploy/neo4j.sh import``,
@@ -26,9 +28,10 @@ database of the local stack from the triples topic:
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,20 +44,17 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from provstream.connectors.bulk_fold import ImageFold, fold_parts, read_records, split_ranges
 from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.csvfiles import ImportPlan, write_csv
-from provstream.connectors.neo4j.image import GraphImage
-from provstream.connectors.neo4j.rows import build_rows, lineage_rows, triple_count
 from provstream.connectors.neo4j.store import Neo4jStore
-from provstream.connectors.sink import Failure, Record, decode_records, dlq_headers, isolate_rejects, split_retractions
-from provstream.core.triples import StepTriples
+from provstream.connectors.sink import Failure, Record, dlq_headers
 from provstream.crypto import KeyRing
 from provstream.errors import ConfigError, ProvstreamError, StoreUnavailable
 from provstream.gc_tuning import collector_paused
 from provstream.keys import close_ring, open_ring
 from provstream.security import check_kafka, kafka_python_options
 from provstream.settings import Settings
-from provstream.topics import source_of
 
 # Properties that may hold an empty list, and the statement that sets it after the import.
 EMPTY_LIST_STATEMENTS = {"missingSteps": q.SET_EMPTY_MISSING_STEPS}
@@ -90,6 +90,8 @@ class BulkStats:
     ends: dict[int, int] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0  # wall time of the whole command (the Neo4j stop overlaps the reading)
+    processes: int = 1  # that read and folded the partitions (bulk_fold.fold_parts)
+    serial_because: str | None = None  # why several processes' folds were not merged (then one read it all)
 
     @property
     def offline_seconds(self) -> float:
@@ -102,63 +104,24 @@ class BulkStats:
     def summary(self) -> str:
         """One line: counts, the rate overall and without the server restart, the handover offsets.
 
-        Example: ``bulk: 200000 triples (20000 messages, 0 dead letters, 0 retractions) -> 30000 nodes,
+        Example: ``bulk: 200000 triples (20000 messages, 0 dead letters, 0 retractions; folded in 2 processes)
+        -> 30000 nodes,
         40000 relationships in 40.0 s (5000 triples/s; 100000 triples/s without the Neo4j stop/start);
         sink group provstream-sink continues at 0:5000 1:5000``.
         """
         phases = ", ".join(f"{name} {s:.1f} s" for name, s in self.phases.items())
         offsets = " ".join(f"{p}:{o}" for p, o in sorted(self.ends.items()))
+        folded = (f"in one process: {self.serial_because}" if self.serial_because
+                  else f"in {self.processes} process{'es' if self.processes > 1 else ''}")
         return (f"bulk: {self.triples} triples ({self.messages} messages, {self.dead_letters} dead letters, "
-                f"{self.retractions} retractions) -> {self.nodes} nodes, {self.relationships} relationships "
+                f"{self.retractions} retractions; folded {folded}) -> {self.nodes} nodes, "
+                f"{self.relationships} relationships "
                 f"in {self.seconds:.1f} s ({self.rate(self.seconds):.0f} triples/s; "
                 f"{self.rate(self.offline_seconds):.0f} triples/s without the Neo4j stop/start) [{phases}]; "
                 f"sink group continues at {offsets}")
 
 
 Progress = Callable[[BulkStats], None]
-
-
-# -- the fold (pure but for the key ring) ----------------------------------------------
-
-class ImageFold:
-    """Folds triples-topic records into a :class:`GraphImage` batch by batch, as the sink writes them.
-
-    Example::
-
-        fold = ImageFold()
-        fold.add(records)          # one sink batch
-        fold.image, fold.failures  # the graph; (record, reason) the sink would dead-letter
-    """
-
-    def __init__(self, ring: KeyRing | None = None) -> None:
-        self.image = GraphImage()
-        self.ring = ring
-        self.failures: list[Failure] = []
-        self.messages = 0
-        self.triples = 0
-        self.retractions = 0
-
-    def add(self, records: Sequence[Record]) -> None:
-        """One sink batch: its triples messages, then its retractions (the sink's order)."""
-        retracted, rest = split_retractions(records)
-        good, bad = decode_records(rest)
-        if self.ring is not None:
-            good = [(record, self.ring.open_triples(msg)) for record, msg in good]
-        rejected = isolate_rejects(self._write, good)
-        self.failures += bad + [(record, f"Neo4j rejected the message: {exc}") for (record, _), exc in rejected]
-        for user, collection, session in retracted:
-            if self.ring is not None:
-                self.ring.forget(user, collection, session)
-            self.image.erase(user, collection, session)
-            self.retractions += 1
-
-    def _write(self, items: list[tuple[Record, StepTriples]]) -> None:
-        messages = [msg for _, msg in items]
-        self.image.apply(build_rows(messages))  # build_rows raises StoreError before anything is applied
-        self.image.set_lineage([row for record, msg in items for row in lineage_rows(
-            msg, source_of(record.headers), (record.partition, record.offset))])
-        self.messages += len(messages)
-        self.triples += triple_count(messages)
 
 
 # -- the rebuild -----------------------------------------------------------------------
@@ -204,13 +167,11 @@ def bulk_rebuild(settings: Settings, options: BulkOptions = BulkOptions(),
         _refuse_non_empty(settings, options.force)
         stopped = stopper.submit(_timed, stats, "stop", lambda: run_server("down", ()))
         try:
-            fold = ImageFold(ring)
             directory = options.directory or settings.stack_dir / "bulk" / datetime.now(UTC).strftime(
                 "%Y%m%dT%H%M%SZ")
             try:
                 with collector_paused():  # the image is millions of acyclic objects
-                    committed = _timed(stats, "read", lambda: _read(consumer, settings, fold, stats, progress))
-                    plan = _timed(stats, "csv", lambda: write_csv(fold.image, directory))
+                    plan, failures, committed = _fold(consumer, settings, ring, directory, stats, progress)
                 stats.nodes, stats.relationships = plan.nodes, plan.relationships
                 argfile = directory / "import.args"
                 argfile.write_text("".join(a + "\n" for a in plan.arguments(settings.neo4j_database)),
@@ -225,8 +186,8 @@ def bulk_rebuild(settings: Settings, options: BulkOptions = BulkOptions(),
                 stopped.result()  # its own error, if any, was raised above
             _timed(stats, "start", lambda: run_server("up", ()))
         _finish_store(settings, plan, stats)
-        stats.dead_letters = len(fold.failures)
-        stats.dead_lettered = _dead_letter(settings, fold.failures, committed)
+        stats.dead_letters = len(failures)
+        stats.dead_lettered = _dead_letter(settings, failures, committed)
         _timed(stats, "handover", lambda: _commit(consumer, settings, stats.ends))
     finally:
         stopper.shutdown(wait=True)
@@ -312,9 +273,9 @@ def _refuse_non_empty(settings: Settings, force: bool) -> None:
                           "imports into an empty database only (--force replaces it)")
 
 
-def _read(consumer: KafkaConsumer, settings: Settings, fold: ImageFold, stats: BulkStats,
-          progress: Progress | None) -> dict[TopicPartition, int]:
-    """Read every partition from its beginning to the end offsets seen now; return the group's committed offsets."""
+def _ranges(consumer: KafkaConsumer, settings: Settings,
+            stats: BulkStats) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int]]:
+    """Every partition's [beginning, end) offsets as seen now, and the sink group's committed offsets."""
     topic = settings.triples_topic
     partitions = consumer.partitions_for_topic(topic)
     if not partitions:
@@ -323,26 +284,55 @@ def _read(consumer: KafkaConsumer, settings: Settings, fold: ImageFold, stats: B
     starts, ends = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
     committed = {tp: consumer.committed(tp) or 0 for tp in tps}
     stats.ends = {tp.partition: ends[tp] for tp in tps}
-    todo = {tp for tp in tps if starts[tp] < ends[tp]}
-    stats.total = sum(ends[tp] - starts[tp] for tp in todo)
-    consumer.assign(sorted(todo, key=lambda tp: tp.partition))
-    for tp in todo:
-        consumer.seek(tp, starts[tp])
-    batch: list[Record] = []
-    while todo:
-        for tp, records in consumer.poll(timeout_ms=500).items():
-            batch += [r for r in records if r.offset < ends[tp]]
-        for tp in [tp for tp in todo if consumer.position(tp) >= ends[tp]]:
-            todo.discard(tp)
-        while len(batch) >= settings.sink_batch_size or (batch and not todo):
-            chunk, batch = batch[:settings.sink_batch_size], batch[settings.sink_batch_size:]
-            fold.add(chunk)
-            stats.records += len(chunk)
-        stats.messages, stats.triples, stats.retractions = fold.messages, fold.triples, fold.retractions
+    ranges = {tp: (starts[tp], ends[tp]) for tp in tps}
+    stats.total = sum(max(0, end - start) for start, end in ranges.values())
+    return ranges, committed
+
+
+def bulk_processes(settings: Settings, partitions: int) -> int:
+    """How many processes read and fold: ``PROVSTREAM_BULK_PROCESSES``, or one per core; at most one per partition.
+
+    >>> bulk_processes(Settings(bulk_processes=3), 2), bulk_processes(Settings(bulk_processes=1), 4)
+    (2, 1)
+    """
+    wanted = settings.bulk_processes or os.cpu_count() or 1
+    return max(1, min(wanted, partitions))
+
+
+def _fold(consumer: KafkaConsumer, settings: Settings, ring: KeyRing | None, directory: Path,
+          stats: BulkStats, progress: Progress | None) -> tuple[ImportPlan, list[Failure], dict[TopicPartition, int]]:
+    """Read and fold the topic (phase ``read``), write the CSV (phase ``csv``); in several processes if it can."""
+    ranges, committed = _ranges(consumer, settings, stats)
+
+    def on_records(records: int, triples: int) -> None:
+        stats.records, stats.triples = records, triples
         if progress is not None:
             progress(stats)
-    consumer.unsubscribe()
-    return committed
+
+    groups = split_ranges(ranges, bulk_processes(settings, sum(1 for s, e in ranges.values() if s < e)))
+    if len(groups) > 1:
+        folded = fold_parts(settings, consumer, ring, groups, directory / "parts", on_records)
+        stats.phases["read"] = folded.read_seconds
+        if folded.plan is not None:
+            reports = folded.reports
+            stats.processes = len(groups)
+            stats.records = sum(r.records for r in reports)
+            stats.messages, stats.triples = sum(r.messages for r in reports), sum(r.triples for r in reports)
+            stats.retractions = sum(r.retractions for r in reports)
+            stats.phases["csv"] = folded.csv_seconds
+            return folded.plan, [f for r in reports for f in r.failures], committed
+        stats.serial_because = folded.conflict  # read again below, in this process alone
+    fold = ImageFold(ring)
+
+    def add(records: list[Record]) -> None:
+        fold.add(records)
+        stats.messages, stats.retractions = fold.messages, fold.retractions
+        on_records(stats.records + len(records), fold.triples)
+
+    stats.records = 0
+    _timed(stats, "read", lambda: read_records(consumer, ranges, settings.sink_batch_size, add))
+    plan = _timed(stats, "csv", lambda: write_csv(fold.image, directory))
+    return plan, fold.failures, committed
 
 
 def _finish_store(settings: Settings, plan: ImportPlan, stats: BulkStats) -> None:

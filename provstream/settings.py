@@ -70,6 +70,7 @@ class Settings:
     sink_batch_size: int = 2000
     sink_batch_ms: int = 100
     sink_writers: int = 2  # parallel Neo4j transactions per sink batch (parts that share no node)
+    bulk_processes: int = 0  # bulk rebuild: processes reading and folding the partitions; 0: one per core
     gc_gen0: int = 100_000  # worker/sink/otlp/replay: allocations between young collections; 0: Python's 700
     emit_buffer: int = 100_000
     emit_block_ms: int = 10_000

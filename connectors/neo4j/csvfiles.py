@@ -182,20 +182,39 @@ def _converters(signature: Signature, delimiter: str) -> tuple[Callable[[Any], A
     return tuple((lambda x: x) if kind in plain else cell for _, kind in signature)
 
 
-def write_csv(image: GraphImage, directory: Path) -> ImportPlan:
-    """Write ``image`` as the importer's CSV files into ``directory`` (created; files overwritten).
+@dataclass(frozen=True)
+class NodeScan:
+    """A first pass over an image's nodes: their column groups, and what the array delimiter must avoid.
 
-    :param image: the graph to write.
-    :param directory: where the files go.
-    :returns: the plan that names the files and the importer options they need.
-    :raises ProvstreamError: a property name or value the importer cannot carry.
+    :ivar groups: property signature -> the nodes that have exactly it.
+    :ivar seen: the candidate delimiters that occur in a list element or a label.
+    :ivar empty: property name -> IRIs of the nodes that hold it as ``[]``.
+    :ivar count: nodes scanned.
     """
-    directory.mkdir(parents=True, exist_ok=True)
+
+    groups: Mapping[Signature, Sequence[ImageNode]]
+    seen: frozenset[str]
+    empty: Mapping[str, Sequence[str]]
+    count: int
+
+
+def scan_nodes(image: GraphImage, leave_out: Callable[[ImageNode], bool] | None = None) -> NodeScan:
+    """Group ``image``'s nodes by property signature and note the candidate delimiters their values use.
+
+    :param image: the graph to scan.
+    :param leave_out: when given, the nodes it is true of are not scanned (nor written).
+    :returns: what :func:`write_csv` writes, and the characters its delimiter must avoid.
+    :raises ProvstreamError: a property value the importer cannot carry.
+
+    Example: ``_first_free(scan_nodes(image).seen)`` is the delimiter ``write_csv(image, d)`` uses.
+    """
     seen: set[str] = set()
     empty: dict[str, list[str]] = {}
     groups: dict[Signature, list[ImageNode]] = {}
     count = 0
     for node in image.nodes():
+        if leave_out is not None and leave_out(node):
+            continue
         count += 1
         names: list[str] = []
         signature = _signature(node.props, seen, names)
@@ -204,7 +223,39 @@ def write_csv(image: GraphImage, directory: Path) -> ImportPlan:
         for label in node.labels:
             _note_candidates(label, seen)
         groups.setdefault(signature, []).append(node)
-    delimiter = _first_free(seen)
+    return NodeScan(groups, frozenset(seen), empty, count)
+
+
+def free_delimiter(seen: Iterable[str]) -> str:
+    """The first candidate array delimiter not in ``seen`` (the union of several scans' ``seen``).
+
+    >>> free_delimiter({"\\x1f"})
+    '\\x1e'
+    """
+    return _first_free(set(seen))
+
+
+def write_csv(image: GraphImage, directory: Path, scan: NodeScan | None = None,
+              delimiter: str | None = None) -> ImportPlan:
+    """Write ``image`` as the importer's CSV files into ``directory`` (created; files overwritten).
+
+    :param image: the graph to write (its relationships; its nodes unless ``scan`` is given).
+    :param directory: where the files go.
+    :param scan: the nodes to write, from :func:`scan_nodes`; default: every node of ``image``.
+    :param delimiter: the array delimiter (one several images' files share, :func:`free_delimiter`);
+        default: the first candidate that occurs in none of the values.
+    :returns: the plan that names the files and the importer options they need.
+    :raises ProvstreamError: a property name or value the importer cannot carry, or a ``delimiter``
+        that occurs in a value.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    if scan is None:
+        scan = scan_nodes(image)
+    if delimiter is None:
+        delimiter = _first_free(set(scan.seen))
+    elif delimiter in scan.seen:
+        raise ProvstreamError(f"cannot import: the array delimiter U+{ord(delimiter):04X} occurs in a value")
+    groups, count = scan.groups, scan.count
     longest, multiline = 0, False
     node_files: list[Path] = []
     for i, (signature, members) in enumerate(sorted(groups.items())):
@@ -249,7 +300,32 @@ def write_csv(image: GraphImage, directory: Path) -> ImportPlan:
     return ImportPlan(
         node_files=tuple(node_files), relationship_files=tuple(rel_files), array_delimiter=delimiter,
         multiline=multiline, read_buffer=max(MIN_READ_BUFFER, 2 * longest + 1024), nodes=count,
-        relationships=rel_count, empty_lists={k: tuple(v) for k, v in empty.items()},
+        relationships=rel_count, empty_lists={k: tuple(v) for k, v in scan.empty.items()},
+    )
+
+
+def merge_plans(plans: Sequence[ImportPlan]) -> ImportPlan:
+    """One import of several plans' files (written with one array delimiter, no node in two of them).
+
+    :param plans: at least one plan, all with the same ``array_delimiter``.
+    :returns: their files, counts and empty lists together, the widest read buffer.
+    :raises ProvstreamError: the plans use different delimiters.
+
+    Example: ``merge_plans([write_csv(a, d / "0", delimiter=c), write_csv(b, d / "1", delimiter=c)])``.
+    """
+    delimiters = {p.array_delimiter for p in plans}
+    if len(delimiters) != 1:
+        raise ProvstreamError(f"cannot import files written with {len(delimiters)} array delimiters in one run")
+    empty: dict[str, list[str]] = {}
+    for plan in plans:
+        for name, iris in plan.empty_lists.items():
+            empty.setdefault(name, []).extend(iris)
+    return ImportPlan(
+        node_files=tuple(f for p in plans for f in p.node_files),
+        relationship_files=tuple(f for p in plans for f in p.relationship_files),
+        array_delimiter=plans[0].array_delimiter, multiline=any(p.multiline for p in plans),
+        read_buffer=max(p.read_buffer for p in plans), nodes=sum(p.nodes for p in plans),
+        relationships=sum(p.relationships for p in plans), empty_lists={k: tuple(v) for k, v in empty.items()},
     )
 
 

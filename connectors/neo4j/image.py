@@ -61,6 +61,14 @@ class ImageNode:
     props: dict[str, Any] = field(default_factory=dict)
 
 
+def object_only(node: ImageNode) -> bool:
+    """Whether ``node`` is only what a relationship row makes of a missing end: ``(:Resource {iri, graph})``.
+
+    No session owns such a node; any other node holds its session's scope.
+    """
+    return len(node.props) <= 2 and node.labels == {RESOURCE} and node.props.keys() <= {"iri", "graph"}
+
+
 RelKey = tuple[str, str, str, str | None]  # (start IRI, type, end IRI, LINK predicate)
 
 
@@ -134,12 +142,13 @@ class GraphImage:
                 if row[name] is not None and node.props.get(name) is None:
                     node.props[name] = row[name]
 
-    def erase(self, user: str, collection: str, session: str) -> int:
-        """A retraction record: delete the session's nodes, then the orphans; return how many nodes went.
+    def erase(self, user: str, collection: str, session: str) -> tuple[list[str], list[str]]:
+        """A retraction record: delete the session's nodes, then the orphans.
 
         :param user: the session's user.
         :param collection: its collection.
         :param session: its id.
+        :returns: the IRIs of the session's nodes and of the orphans deleted.
         """
         doomed = [iri for iri, n in self._nodes.items()
                   if n.props.get("graph") == v.GRAPH and n.props.get("user") == user
@@ -151,7 +160,7 @@ class GraphImage:
                    and not self._adjacent.get(iri)]
         for iri in orphans:
             del self._nodes[iri]
-        return len(doomed) + len(orphans)
+        return doomed, orphans
 
     # -- internals ----------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ from sink_support import (
     wait_until,
 )
 
+from provstream.codec import records as wire
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import StepTriples
 from provstream.settings import Settings
@@ -149,16 +151,19 @@ def test_bulk_rebuild_gives_the_streamed_graph_and_hands_over(isolated: Settings
     refused = _cli(settings, "replay", "--bulk")
     assert refused.returncode == 1 and "is not empty" in refused.stderr and len(refused.stderr.splitlines()) == 1
 
-    _wipe(settings)
-    with Neo4jStore(settings) as store:
-        assert store.count_nodes() == 0
-    done = _cli(settings, "replay", "--bulk")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("bulk: ") and "1 dead letters, 1 retractions" in done.stdout, done.stdout
-    rebuilt, rebuilt_export = _dump(settings), _export(settings)
-    assert len(rebuilt_export) == len(streamed_export) > 500
-    assert isomorphic(rebuilt_export, streamed_export)
-    assert rebuilt == streamed
+    # one process folds every partition, then two (each its own partitions, merged): the same graph
+    for processes in (1, 2):
+        _wipe(settings)
+        with Neo4jStore(settings) as store:
+            assert store.count_nodes() == 0
+        done = _cli(replace(settings, bulk_processes=processes), "replay", "--bulk")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("bulk: ") and "1 dead letters, 1 retractions" in done.stdout, done.stdout
+        assert f"folded in {processes} process" in done.stdout, done.stdout
+        rebuilt, rebuilt_export = _dump(settings), _export(settings)
+        assert len(rebuilt_export) == len(streamed_export) > 500
+        assert isomorphic(rebuilt_export, streamed_export)
+        assert rebuilt == streamed
     assert len(read_topic(settings, settings.triples_dlq_topic, 2, timeout=5)) == 1  # the sink had dead-lettered it
     done_offsets, end = committed_total(settings)
     assert done_offsets == end
@@ -172,6 +177,30 @@ def test_bulk_rebuild_gives_the_streamed_graph_and_hands_over(isolated: Settings
         scope = store.scope_triples(user=settings.user, collection=settings.collection)
     expected = {t for m in [*messages, *more] if m.session_id != erased.session_id for t in m.triples}
     assert scope == expected
+
+
+def test_a_session_split_over_partitions_is_folded_in_one_process(isolated: Settings, unique: str) -> None:
+    """Records not keyed by session (sessions over two partitions): the parts would not merge, one process reads."""
+    settings = replace(isolated, bulk_processes=2)
+    messages = _messages(settings, f"split-{unique}", copies=1)
+    producer = KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+    try:
+        futures = [producer.send(settings.triples_topic, key=m.session_id.encode(), value=wire.encode_triples(m),
+                                 partition=i % 2)
+                   for i, m in enumerate(messages)]
+        producer.flush()
+        for future in futures:
+            future.get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    _wipe(settings)
+    _run_sink_until_caught_up(settings)
+    streamed = _dump(settings)
+    _wipe(settings)
+    done = _cli(settings, "replay", "--bulk")
+    assert done.returncode == 0, done.stderr
+    assert "folded in one process: node " in done.stdout and "two processes' partitions" in done.stdout, done.stdout
+    assert _dump(settings) == streamed
 
 
 def test_bulk_refuses_while_the_sink_runs(isolated: Settings) -> None:

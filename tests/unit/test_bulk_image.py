@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from provstream.codec import records as wire
-from provstream.connectors.bulk import ImageFold, server_env
+from provstream.connectors.bulk import server_env
+from provstream.connectors.bulk_fold import ImageFold
 from provstream.connectors.neo4j.csvfiles import ImportPlan, choose_delimiter, csv_type, write_csv
 from provstream.connectors.neo4j.image import GraphImage, Moment
 from provstream.connectors.neo4j.rows import Rows, build_rows
