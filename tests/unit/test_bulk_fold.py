@@ -81,7 +81,7 @@ def _files(plan: ImportPlan) -> tuple[dict[str, dict[str, str]], Counter[tuple[s
     return nodes, rels
 
 
-def _in_parts(records: list[Any], partitions: int, directory: Path) -> tuple[list[PartReport], list[Part]]:
+def _in_parts(records: list[Any], partitions: int) -> tuple[list[PartReport], list[Part]]:
     parts = [Part() for _ in range(partitions)]
     for p, part in enumerate(parts):
         mine = [r for r in records if r.partition == p]
@@ -101,7 +101,7 @@ def test_parts_merged_write_what_one_fold_writes(tmp_path: Path) -> None:
         one.add(records[i:i + 50])
     expected = _files(write_csv(one.image, tmp_path / "one"))
 
-    reports, parts = _in_parts(records, 2, tmp_path)
+    reports, parts = _in_parts(records, 2)
     assert conflict(reports) is None
     assert all(r.owned for r in reports) and all(SHARED in r.shared for r in reports)  # both name the shared node
     delimiter = free_delimiter(reports[0].seen | reports[1].seen)
@@ -114,12 +114,12 @@ def test_parts_merged_write_what_one_fold_writes(tmp_path: Path) -> None:
         n.iri for n in one.image.nodes() if n.props.get("missingSteps") == [])
 
 
-def test_a_node_in_two_parts_stops_the_merge(tmp_path: Path) -> None:
+def test_a_node_in_two_parts_stops_the_merge() -> None:
     messages = _messages()
     records = _records(messages, 2)
     moved = next(r for r in records if r.partition == 0)
     records.append(SimpleNamespace(**{**moved.__dict__, "partition": 1, "offset": 10_000}))  # one session in both
-    reports, _ = _in_parts(records, 2, tmp_path)
+    reports, _ = _in_parts(records, 2)
     why = conflict(reports)
     assert why is not None and why.startswith("node ") and "two processes' partitions" in why
 
