@@ -312,32 +312,33 @@ def fold_parts(settings: Settings, consumer: KafkaConsumer, ring: KeyRing | None
         if on_records is not None:
             on_records(sum(c[0] for c in progress), sum(c[1] for c in progress))
 
+    def message(i: int) -> tuple[str, Any]:
+        try:
+            verb, value = links[i - 1].recv()
+        except (EOFError, OSError):
+            children[i - 1].join(timeout=5)
+            raise ProvstreamError(f"bulk fold process {i} ended without a result "
+                                  f"(exit code {children[i - 1].exitcode})") from None
+        if verb == "error":
+            raise ProvstreamError(f"bulk fold process {i}: {value}")
+        return verb, value
+
     def drain() -> None:
         for i, link in enumerate(links, start=1):
             while link.poll():
-                verb, value = link.recv()
-                if verb == "error":
-                    raise ProvstreamError(f"bulk fold process {i}: {value}")
+                verb, value = message(i)
                 if verb != "progress":
                     raise ProvstreamError(f"bulk fold process {i}: unexpected {verb!r}")
                 note(i, value)
 
     def receive(i: int, want: str) -> Any:
-        link = links[i - 1]
         while True:
-            try:
-                verb, value = link.recv()
-            except EOFError:
-                raise ProvstreamError(f"bulk fold process {i} ended without a result "
-                                      f"(exit code {children[i - 1].exitcode})") from None
-            if verb == "progress":
-                note(i, value)
-            elif verb == "error":
-                raise ProvstreamError(f"bulk fold process {i}: {value}")
-            elif verb == want:
+            verb, value = message(i)
+            if verb == want:
                 return value
-            else:
+            if verb != "progress":
                 raise ProvstreamError(f"bulk fold process {i}: unexpected {verb!r}")
+            note(i, value)
 
     try:
         for i, group in enumerate(groups[1:], start=1):
