@@ -200,16 +200,27 @@ class Part:
     Example::
 
         part = Part(ring)
-        read_records(consumer, ranges, 2000, part.fold.add)
-        report = part.report(records)
+        part.read(consumer, ranges, 2000, lambda records, triples: None)
+        report = part.report()
         plan = part.write(directory, free_delimiter(report.seen))
     """
 
     def __init__(self, ring: KeyRing | None = None) -> None:
         self.fold = ImageFold(ring, track=True)
+        self.records = 0
         self._scan: NodeScan | None = None
 
-    def report(self, records: int) -> PartReport:
+    def read(self, consumer: KafkaConsumer, ranges: Ranges, batch_size: int,
+             after: Callable[[int, int], None]) -> None:
+        """Fold ``ranges`` (:func:`read_records`), calling ``after(records, triples)`` after each batch."""
+        def add(records: list[Record]) -> None:
+            self.fold.add(records)
+            self.records += len(records)
+            after(self.records, self.fold.triples)
+
+        read_records(consumer, ranges, batch_size, add)
+
+    def report(self) -> PartReport:
         """Scan the image (once) and report on it; :meth:`write` writes what the scan found."""
         fold, image = self.fold, self.fold.image
         owned: set[str] = set()
@@ -220,7 +231,7 @@ class Part:
             else:
                 owned.add(node.iri)
         self._scan = scan_nodes(image, leave_out=object_only)
-        return PartReport(records, fold.messages, fold.triples, fold.retractions, fold.failures, frozenset(owned),
+        return PartReport(self.records, fold.messages, fold.triples, fold.retractions, fold.failures, frozenset(owned),
                           shared, frozenset(fold.touched or ()), frozenset(fold.erased), self._scan.seen)
 
     def write(self, directory: Path, delimiter: str) -> ImportPlan:
@@ -350,17 +361,13 @@ def fold_parts(settings: Settings, consumer: KafkaConsumer, ring: KeyRing | None
             links.append(mine)
             children.append(child)
         part = Part(ring)
-        read = 0
 
-        def add(records: list[Record]) -> None:
-            nonlocal read
-            part.fold.add(records)
-            read += len(records)
-            note(0, (read, part.fold.triples))
+        def after(records: int, triples: int) -> None:
+            note(0, (records, triples))
             drain()
 
-        read_records(consumer, groups[0], settings.sink_batch_size, add)
-        reports = [part.report(read)] + [receive(i, "folded") for i in range(1, len(groups))]
+        part.read(consumer, groups[0], settings.sink_batch_size, after)
+        reports = [part.report()] + [receive(i, "folded") for i in range(1, len(groups))]
         folded = time.monotonic()
         why = conflict(reports)
         if why is not None:
@@ -400,16 +407,9 @@ def run_part(link: Connection, settings: Settings, ranges: Ranges, directory: Pa
         try:
             with collector_paused():
                 part = Part(ring)
-                read = 0
-
-                def add(records: list[Record]) -> None:
-                    nonlocal read
-                    part.fold.add(records)
-                    read += len(records)
-                    link.send(("progress", (read, part.fold.triples)))
-
-                read_records(consumer, ranges, settings.sink_batch_size, add)
-                link.send(("folded", part.report(read)))
+                part.read(consumer, ranges, settings.sink_batch_size,
+                          lambda records, triples: link.send(("progress", (records, triples))))
+                link.send(("folded", part.report()))
                 verb, delimiter = link.recv()
                 if verb == "write":
                     link.send(("written", part.write(directory, delimiter)))

@@ -87,7 +87,7 @@ def _in_parts(records: list[Any], partitions: int) -> tuple[list[PartReport], li
         mine = [r for r in records if r.partition == p]
         for i in range(0, len(mine), 7):  # small batches: the parts' batches differ from the single fold's
             part.fold.add(mine[i:i + 7])
-    return [part.report(0) for part in parts], parts
+    return [part.report() for part in parts], parts
 
 
 def test_parts_merged_write_what_one_fold_writes(tmp_path: Path) -> None:
