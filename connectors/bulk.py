@@ -104,10 +104,9 @@ class BulkStats:
     def summary(self) -> str:
         """One line: counts, the rate overall and without the server restart, the handover offsets.
 
-        Example: ``bulk: 200000 triples (20000 messages, 0 dead letters, 0 retractions; folded in 2 processes)
-        -> 30000 nodes,
-        40000 relationships in 40.0 s (5000 triples/s; 100000 triples/s without the Neo4j stop/start);
-        sink group provstream-sink continues at 0:5000 1:5000``.
+        Example: ``bulk: 200000 triples (20000 messages, 0 dead letters, 0 retractions; folded in 2
+        processes) -> 30000 nodes, 40000 relationships in 40.0 s (5000 triples/s; 100000 triples/s without
+        the Neo4j stop/start) [read 2.0 s, ...]; sink group continues at 0:5000 1:5000``.
         """
         phases = ", ".join(f"{name} {s:.1f} s" for name, s in self.phases.items())
         offsets = " ".join(f"{p}:{o}" for p, o in sorted(self.ends.items()))

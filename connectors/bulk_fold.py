@@ -147,7 +147,7 @@ def split_ranges(ranges: Ranges, parts: int) -> list[dict[TopicPartition, tuple[
 
     :param ranges: partition -> [start, end) offsets.
     :param parts: the most groups wanted (processes).
-    :returns: the non-empty groups, largest first.
+    :returns: the non-empty groups (the first holds the largest partition).
 
     >>> [sorted(tp.partition for tp in g) for g in split_ranges(
     ...     {TopicPartition("t", p): (0, n) for p, n in enumerate([5, 9, 4, 0])}, 2)]

@@ -206,7 +206,7 @@ def scan_nodes(image: GraphImage, leave_out: Callable[[ImageNode], bool] | None 
     :returns: what :func:`write_csv` writes, and the characters its delimiter must avoid.
     :raises ProvstreamError: a property value the importer cannot carry.
 
-    Example: ``_first_free(scan_nodes(image).seen)`` is the delimiter ``write_csv(image, d)`` uses.
+    Example: ``free_delimiter(scan_nodes(image).seen)`` is the delimiter ``write_csv(image, d)`` uses.
     """
     seen: set[str] = set()
     empty: dict[str, list[str]] = {}
