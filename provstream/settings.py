@@ -172,6 +172,8 @@ class Settings:
                 raise ConfigError(f"{name} must be at least 1, got {value}")
         if self.gc_gen0 < 0:
             raise ConfigError(f"PROVSTREAM_GC_GEN0 must be 0 (Python's default) or more, got {self.gc_gen0}")
+        if self.bulk_processes < 0:
+            raise ConfigError(f"PROVSTREAM_BULK_PROCESSES must be 0 (one per core) or more, got {self.bulk_processes}")
         if self.kafka_brokers < 1:
             raise ConfigError(f"PROVSTREAM_KAFKA_BROKERS must be at least 1, got {self.kafka_brokers}")
         if self.kafka_replication_factor < 0:

@@ -14,13 +14,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from kafka.structs import TopicPartition
 
 from provstream.codec import records as wire
+from provstream.connectors.bulk import bulk_processes
 from provstream.connectors.bulk_fold import ImageFold, Part, PartReport, conflict, shared_image, split_ranges
 from provstream.connectors.neo4j.csvfiles import ImportPlan, free_delimiter, merge_plans, write_csv
 from provstream.core import vocab as v
 from provstream.core.triples import Iri, StepTriples, Triple
+from provstream.errors import ConfigError
+from provstream.settings import Settings
 from provstream.testing import fold_all, load_trajectories, scenario, trajectory_events
 from provstream.topics import retraction_record
 
@@ -150,3 +154,10 @@ def test_partitions_are_dealt_by_their_record_counts() -> None:
     assert [sorted(tp.partition for tp in g) for g in groups] == [[0, 1], [2, 3]]
     assert sum(len(g) for g in split_ranges(ranges, 8)) == 4  # the empty partition is read by nobody
     assert len(split_ranges(ranges, 1)) == 1
+
+
+def test_the_process_count_is_a_setting_with_a_clear_error() -> None:
+    assert Settings.from_env({"PROVSTREAM_BULK_PROCESSES": "2"}).bulk_processes == 2
+    assert bulk_processes(Settings(bulk_processes=0), 1) == 1  # one per core, at most one per partition
+    with pytest.raises(ConfigError, match="PROVSTREAM_BULK_PROCESSES must be 0"):
+        Settings.from_env({"PROVSTREAM_BULK_PROCESSES": "-1"})
