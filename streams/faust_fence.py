@@ -4,7 +4,8 @@ The worker patches faust-streaming / aiokafka internals
 (:mod:`.faust_fixes`: ``Recovery.on_recovery_completed``,
 ``Recovery._resume_streams``, ``AIOKafkaConsumerThread._fetch_records``;
 :mod:`.faust_speedups`: ``Consumer._drain_messages``, plus wrappers around
-``Consumer.on_buffer_drop`` and ``App.on_init_dependencies``; :mod:`.take`: a variant of
+``Consumer.on_buffer_drop`` and ``App.on_init_dependencies``, and the ``sleep`` of the
+Cython ``StreamIterator.next``; :mod:`.take`: a variant of
 ``Stream.take_events``) and reads a few private attributes. The copies of
 upstream methods use the attributes their originals use; all other code reads
 them through the accessors below, nowhere else. Those were written against
@@ -33,7 +34,9 @@ import ast
 import contextlib
 import hashlib
 import importlib.util
+import re
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Final
 
 from provstream.errors import ConfigError
@@ -57,6 +60,8 @@ UPSTREAM: Final = {
     # _enable_passive and the stream's _processors and _active_agens
     "faust.streams:Stream.take_events": "c38c1ba0050c13ef",
     "faust.streams:Stream._enable_passive": "356274e655d9b08b",
+    # its `sleep` (asyncio.sleep, one loop trip per event) replaced by faust_speedups.SometimesYield
+    "faust._cython.streams:StreamIterator.next": "c774d1c1555e920d",
     # wrapped by faust_speedups.without_monitor
     "faust.app.base:App.on_init_dependencies": "ffe75fe2458138c1",
     # extended by runner.QuietWorker (one of each repeated warning/error per 30 s on the log handlers)
@@ -101,8 +106,14 @@ def fingerprint(target: str) -> str:
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise LookupError(f"{module} is not installed")
-    with open(spec.origin, encoding="utf-8") as f:
-        source = f.read()
+    origin = Path(spec.origin)
+    if origin.suffix != ".py":  # a compiled Cython module: its .pyx source is installed beside it
+        pyx = origin.with_name(module.rpartition(".")[2] + ".pyx")
+        if not pyx.is_file():
+            raise LookupError(f"{target}: no source {pyx.name} beside {origin}")
+        text = _pyx_segment(pyx.read_text(encoding="utf-8"), qualname, target)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+    source = origin.read_text(encoding="utf-8")
     node: Any = ast.parse(source)
     for name in qualname.split("."):
         node = next((n for n in node.body if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
@@ -111,6 +122,25 @@ def fingerprint(target: str) -> str:
             raise LookupError(f"{target}: {name} not found in {spec.origin}")
     text = ast.get_source_segment(source, node, padded=True) or ""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _pyx_segment(source: str, qualname: str, target: str) -> str:
+    """The text of ``Class.method`` in Cython source: from its ``def`` line to the next line indented no deeper."""
+    lines = source.splitlines(keepends=True)
+    start, indent = 0, -1
+    for name in qualname.split("."):
+        pattern = re.compile(rf"^(\s*)(?:cdef |cpdef |async )*(?:class|def|object) {re.escape(name)}\b")
+        for i in range(start, len(lines)):
+            found = pattern.match(lines[i])
+            if found and len(found.group(1)) > indent:
+                start, indent = i, len(found.group(1))
+                break
+        else:
+            raise LookupError(f"{target}: {name} not found")
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    return "".join(lines[start:end]).rstrip() + "\n"
 
 
 def changed_upstream(expected: dict[str, str] = UPSTREAM) -> list[str]:

@@ -29,20 +29,40 @@ records already fetched: the worker sat idle for most of each second
 (BENCHMARKS.md, "Throughput, seventh pass"). Here a partition put back wakes
 that wait (in the consumer thread's loop), and aiokafka looks at its
 records again at once, as it does when new records arrive.
+
+**A stream yields to the event loop every** :data:`STREAM_YIELD_EVERY`
+**events, not before each one.** Faust's stream iterator (the Cython
+``StreamIterator.next`` the worker's streams run) starts every event with
+``await asyncio.sleep(0)``: one trip through the event loop per event (an
+``epoll_wait``, the loop's bookkeeping, a task step), which under a backlog
+is about one loop iteration per event for nothing, since the next event is
+already queued. :class:`SometimesYield` takes ``sleep``'s place in that
+module: every :data:`STREAM_YIELD_EVERY`-th call is the real ``sleep(0)``,
+the others finish at once. Other tasks (the fetcher, the producer, timers)
+still run at least every that many events, and whenever the stream waits
+for an event or for its batch to be taken (BENCHMARKS.md, "Fold worker").
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, cast
 
 from faust import Sensor
 from faust.transport import consumer as faust_consumer
 
+try:
+    from faust._cython import streams as faust_cython_streams
+except ImportError:  # pragma: no cover - faust-streaming's wheels ship it; without it Faust runs its Python iterator
+    faust_cython_streams = None
+
 from provstream.streams import faust_fence
 
 _APPLIED = "_provstream_eager_delivery"
+
+#: Events a stream hands out between two yields to the event loop (Faust: one).
+STREAM_YIELD_EVERY = 64
 
 
 def apply() -> None:
@@ -52,7 +72,47 @@ def apply() -> None:
         return
     cls._drain_messages = _drain_messages  # type: ignore[method-assign]
     cls.on_buffer_drop = _waking_on_buffer_drop(cls.on_buffer_drop)  # type: ignore[method-assign,assignment]
+    if faust_cython_streams is not None and getattr(faust_cython_streams, "sleep", None) is asyncio.sleep:
+        faust_cython_streams.sleep = SometimesYield(STREAM_YIELD_EVERY)
     setattr(cls, _APPLIED, True)
+
+
+class _Done:
+    """An awaitable that finishes at once, without a trip through the event loop."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]
+
+
+_AT_ONCE = _Done()
+
+
+class SometimesYield:
+    """``asyncio.sleep`` for Faust's stream iterator: ``sleep(0)`` yields to the loop on every ``every``-th call.
+
+    :param every: how many calls make one real ``asyncio.sleep(0)``; the others are awaitables that
+        finish at once. A call with a delay other than 0 is always ``asyncio.sleep``'s.
+
+    Example: ``faust._cython.streams.sleep = SometimesYield(64)``; then 63 of every 64
+    ``await sleep(0)`` in ``StreamIterator.next`` go on at once.
+    """
+
+    __slots__ = ("every", "_calls")
+
+    def __init__(self, every: int) -> None:
+        self.every = max(1, every)
+        self._calls = 0
+
+    def __call__(self, delay: float, result: Any = None) -> Awaitable[Any]:
+        if delay or result is not None:
+            return asyncio.sleep(delay, result)
+        self._calls += 1
+        if self._calls < self.every:
+            return _AT_ONCE
+        self._calls = 0
+        return asyncio.sleep(0)
 
 
 def _waking_on_buffer_drop(on_buffer_drop: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:

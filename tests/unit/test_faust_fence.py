@@ -45,3 +45,12 @@ def test_installed_versions_match_and_others_are_refused() -> None:
         faust_fence.check_versions({"faust-streaming": "0.15.3", "aiokafka": "0.13.0"})
     with pytest.raises(ConfigError, match=r"faust-streaming None"):
         faust_fence.check_versions({"aiokafka": "0.14.0"})
+
+
+def test_a_cython_method_is_fingerprinted_from_its_pyx_source() -> None:
+    source = "cdef class It:\n    cdef public object x\n\n    async def next(self):\n        await sleep(0)\n\n" \
+             "        return 1\n\n    cpdef object after(self):\n        pass\n"
+    assert faust_fence._pyx_segment(source, "It.next", "t") == \
+        "    async def next(self):\n        await sleep(0)\n\n        return 1\n"
+    with pytest.raises(LookupError, match="gone not found"):
+        faust_fence._pyx_segment(source, "It.gone", "t")

@@ -173,3 +173,38 @@ def test_waking_before_the_consumer_started_or_after_it_stopped_does_nothing() -
     closed = asyncio.new_event_loop()
     closed.close()
     faust_fence.wake_fetch(_Consumer(closed))
+
+
+def test_stream_iterator_yields_to_the_loop_every_nth_event() -> None:
+    import faust._cython.streams as cython_streams
+
+    faust_speedups.apply()
+    assert isinstance(cython_streams.sleep, faust_speedups.SometimesYield)
+    assert cython_streams.sleep.every == faust_speedups.STREAM_YIELD_EVERY
+
+    sleep = faust_speedups.SometimesYield(3)
+    ran: list[int] = []
+
+    async def other() -> None:
+        ran.append(0)
+
+    async def stream() -> list[int]:
+        seen = []
+        task = asyncio.ensure_future(other())
+        for _ in range(6):
+            await sleep(0)
+            seen.append(len(ran))  # how often the other task had run before this event
+        await task
+        return seen
+
+    # The other task is scheduled before the first event; it first gets the loop at the 3rd call.
+    assert asyncio.run(stream()) == [0, 0, 1, 1, 1, 1]
+
+
+def test_sometimes_yield_keeps_real_delays() -> None:
+    sleep = faust_speedups.SometimesYield(64)
+
+    async def main() -> str:
+        return await sleep(0.001, "slept")
+
+    assert asyncio.run(main()) == "slept"
