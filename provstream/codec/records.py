@@ -229,7 +229,7 @@ def _encode_triples_fastavro(msg: StepTriples) -> bytes:
 
 def _encode_triples_direct(msg: StepTriples) -> bytes:
     try:
-        return _TRIPLES_HEADER + _step_triples_body(msg)
+        return _write_step_triples(msg, _TRIPLES_HEADER)
     except Exception:  # noqa: BLE001 - the general path decides (encodes or raises EncodeError)
         return _encode_triples_fastavro(msg)
 
@@ -304,6 +304,54 @@ def _step_triples_body(msg: StepTriples) -> bytes:
 
 
 _STRINGS.update((s, _string(s)) for s in vocab.vocabulary())
+
+
+def _write_step_triples_py(msg: StepTriples, prefix: bytes) -> bytes:
+    return prefix + _step_triples_body(msg)
+
+
+def _choose_triples_writer() -> Callable[[StepTriples, bytes], bytes]:
+    """The direct writer ``encode_triples`` uses: the C one when built, else the Python one.
+
+    ``provstream.codec._triples_c.write_step_triples`` writes what
+    :func:`_step_triples_body` writes, for the exact classes of
+    :mod:`provstream.core.triples` (it raises on anything else, and
+    ``encode_triples`` then asks fastavro, which writes the same bytes or
+    refuses). It is not used with ``PROVSTREAM_NO_C_EXTENSIONS=1``, when it was
+    not built, when it writes another form of the schema than
+    :data:`DIRECT_TRIPLES_FINGERPRINT`, or when it does not write a sample
+    message as the Python writer does.
+
+    Returns:
+        a function ``(message, prefix) -> prefix + body`` raising on what it does not take.
+
+    Example::
+
+        >>> step = StepTriples("e1", "s1", Mechanism.AGENT, 0, "u", "c", "urn:q",
+        ...                    (Triple(Iri("urn:a"), Iri("urn:b"), Literal("c")),), SessionStatus(SessionState.OPEN, 1))
+        >>> _choose_triples_writer()(step, b"") == _step_triples_body(step)
+        True
+    """
+    if _c_extensions_off():
+        return _write_step_triples_py
+    try:
+        from provstream.codec import _triples_c
+    except ImportError:
+        return _write_step_triples_py
+    sample = StepTriples("e", "s", Mechanism.GRAPHRAG, 1, "u", "c", "urn:q", (
+        Triple(Iri("urn:a"), Iri(vocab.TG_EDGE), QuotedTriple(Iri("urn:s"), Iri("urn:p"), Literal("o", None, "en"))),
+        Triple(Iri("urn:a"), Iri("urn:p"), Literal("1", vocab.XSD_INTEGER))),
+        SessionStatus(SessionState.CONCLUDED, 2, 3, 0, (2,)))
+    try:
+        same = _triples_c.write_step_triples(sample, b"") == _step_triples_body(sample)
+    except Exception:  # noqa: BLE001 - a C writer that cannot write the sample is not used
+        same = False
+    if _triples_c.FINGERPRINT != DIRECT_TRIPLES_FINGERPRINT or not same:
+        return _write_step_triples_py
+    return _triples_c.write_step_triples
+
+
+_write_step_triples = _choose_triples_writer()
 
 
 def _decode_triples_fastavro(data: bytes) -> StepTriples:
