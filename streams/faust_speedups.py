@@ -40,7 +40,8 @@ already queued. :class:`SometimesYield` takes ``sleep``'s place in that
 module: every :data:`STREAM_YIELD_EVERY`-th call is the real ``sleep(0)``,
 the others finish at once. Other tasks (the fetcher, the producer, timers)
 still run at least every that many events, and whenever the stream waits
-for an event or for its batch to be taken (BENCHMARKS.md, "Fold worker").
+for an event or for its batch to be taken (BENCHMARKS.md, "Throughput, ninth
+pass").
 """
 
 from __future__ import annotations
