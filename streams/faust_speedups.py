@@ -67,7 +67,7 @@ STREAM_YIELD_EVERY = 64
 
 
 def apply() -> None:
-    """Patch :class:`faust.transport.consumer.Consumer` (idempotent)."""
+    """Patch :class:`faust.transport.consumer.Consumer` and the Cython stream iterator's ``sleep`` (idempotent)."""
     cls = faust_consumer.Consumer
     if getattr(cls, _APPLIED, False):
         return
