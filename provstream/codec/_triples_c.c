@@ -440,43 +440,46 @@ w_iri(Writer *w, PyObject *iri)
     return value == NULL ? -1 : w_str(w, value);
 }
 
+/* A Literal as the Term's kind LITERAL and its value, datatype and language. */
+static int
+w_literal(Writer *w, PyObject *lit)
+{
+    PyObject *value, *datatype, *language;
+    if ((value = field(lit, &LITERAL, 0)) == NULL || (datatype = field(lit, &LITERAL, 1)) == NULL
+        || (language = field(lit, &LITERAL, 2)) == NULL)
+        return -1;
+    if (w_byte(w, 2) < 0 || w_str(w, value) < 0 || w_optional(w, datatype) < 0)
+        return -1;
+    return w_optional(w, language);
+}
+
 /* A provstream.Term record: kind, value, datatype, language, triple. */
 static int
 w_term(Writer *w, PyObject *o)
 {
-    PyObject *a, *b, *c;
+    PyObject *s, *p, *qo;
     if (Py_IS_TYPE(o, IRI.type)) {
         if (w_byte(w, 0) < 0 || w_iri(w, o) < 0)
             return -1;
         return w_raw(w, "\x00\x00\x00", 3);
     }
-    if (Py_IS_TYPE(o, LITERAL.type)) {
-        if ((a = field(o, &LITERAL, 0)) == NULL || (b = field(o, &LITERAL, 1)) == NULL
-            || (c = field(o, &LITERAL, 2)) == NULL)
-            return -1;
-        if (w_byte(w, 2) < 0 || w_str(w, a) < 0 || w_optional(w, b) < 0 || w_optional(w, c) < 0)
-            return -1;
-        return w_byte(w, 0);
-    }
+    if (Py_IS_TYPE(o, LITERAL.type))
+        return w_literal(w, o) < 0 ? -1 : w_byte(w, 0);  /* no quoted triple */
     if (!Py_IS_TYPE(o, QUOTED.type))
         return fail(PyExc_TypeError, "not a term");
     /* kind TRIPLE, value null, datatype null, language null, then the quoted triple's branch and fields */
-    if ((a = field(o, &QUOTED, 0)) == NULL || (b = field(o, &QUOTED, 1)) == NULL || (c = field(o, &QUOTED, 2)) == NULL)
+    if ((s = field(o, &QUOTED, 0)) == NULL || (p = field(o, &QUOTED, 1)) == NULL || (qo = field(o, &QUOTED, 2)) == NULL)
         return -1;
-    if (w_raw(w, "\x04\x00\x00\x00\x02", 5) < 0 || w_iri(w, a) < 0 || w_iri(w, b) < 0)
+    if (w_raw(w, "\x04\x00\x00\x00\x02", 5) < 0 || w_iri(w, s) < 0 || w_iri(w, p) < 0)
         return -1;
-    if (Py_IS_TYPE(c, IRI.type)) {
-        if (w_byte(w, 0) < 0 || w_iri(w, c) < 0)
+    if (Py_IS_TYPE(qo, IRI.type)) {
+        if (w_byte(w, 0) < 0 || w_iri(w, qo) < 0)
             return -1;
         return w_raw(w, "\x00\x00", 2);
     }
-    if (!Py_IS_TYPE(c, LITERAL.type))
+    if (!Py_IS_TYPE(qo, LITERAL.type))
         return fail(PyExc_TypeError, "not a quoted object");
-    if ((a = field(c, &LITERAL, 0)) == NULL || (b = field(c, &LITERAL, 1)) == NULL || (o = field(c, &LITERAL, 2)) == NULL)
-        return -1;
-    if (w_byte(w, 2) < 0 || w_str(w, a) < 0 || w_optional(w, b) < 0)
-        return -1;
-    return w_optional(w, o);
+    return w_literal(w, qo);
 }
 
 /* The index of member in members (a tuple of enum members), as a varint; TypeError if it is not one. */
