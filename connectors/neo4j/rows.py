@@ -22,7 +22,7 @@ from typing import Any
 
 from provstream.connectors.neo4j import model as m
 from provstream.core import vocab as v
-from provstream.core.triples import Iri, Literal, QuotedTriple, StepTriples, Triple
+from provstream.core.triples import Iri, Literal, QuotedTriple, StepTriples
 from provstream.errors import StoreError
 
 Row = dict[str, Any]
@@ -44,55 +44,82 @@ class Rows:
         )
 
 
-@dataclass
 class _Node:
-    """Accumulates one subject's triples within a batch (internal, mutable)."""
+    """Accumulates one subject's triples within a batch (internal, mutable; one per subject)."""
 
-    iri: str
-    scope: Row
-    types: dict[str, None] = field(default_factory=dict)
-    props: Row = field(default_factory=dict)
-    chunks: dict[str, None] = field(default_factory=dict)
-    extra: dict[str, None] = field(default_factory=dict)
-    edge: QuotedTriple | None = None
+    __slots__ = ("iri", "scope", "types", "props", "chunks", "extra", "edge")
+
+    def __init__(self, iri: str, scope: Row) -> None:
+        self.iri = iri
+        self.scope = scope
+        self.types: dict[str, None] = {}
+        self.props: Row = {}
+        self.chunks: dict[str, None] = {}
+        self.extra: dict[str, None] = {}
+        self.edge: QuotedTriple | None = None
 
     def row(self) -> Row:
         types = list(self.types)
-        props = {**self.scope, **self.props, **_edge_props(self.edge)}
+        props = {**self.scope, **self.props}
+        if self.edge is not None:
+            props.update(_edge_props(self.edge))
+        labels = sorted({_LABELS[t] for t in types if t in _LABELS})
+        row: Row = {"iri": self.iri, "labels": labels, "types": types, "props": props,
+                    "chunks": list(self.chunks), "extra": list(self.extra)}
         # Datetimes travel as their canonical text and become DATETIME in Cypher: the driver's
         # own conversion of Python datetimes costs more than the rest of the row together.
-        datetimes = {name: props.pop(name, None) for name in m.DATETIME_PROPS.values()}
-        labels = sorted({m.LABELS[t] for t in types if t in m.LABELS})
+        for name in _DATETIME_NAMES:
+            row[name] = props.pop(name, None)
         if labels or props.get("edgePredicate"):
             props[m.CAPTION_PROP] = m.caption(labels, props, self.iri)
-        return {
-            "iri": self.iri, "labels": labels,
-            "types": types, "props": props, "chunks": list(self.chunks), "extra": list(self.extra),
-            **datetimes,
-        }
+        return row
+
+
+_LABELS = m.LABELS
+_DATETIME_NAMES = tuple(m.DATETIME_PROPS.values())
 
 
 def build_rows(batch: Sequence[StepTriples]) -> Rows:
-    """The rows that write ``batch`` (any order of messages gives the same graph)."""
+    """The rows that write ``batch`` (any order of messages gives the same graph).
+
+    :param batch: the triples messages of one write.
+    :returns: one node row per subject, one row per object-only IRI, one status row
+        per question (the message with most steps) and the relationship rows by type.
+    :raises StoreError: a triple the model cannot hold (see the module's docstring).
+
+    Example: ``build_rows(fold_all(events)).nodes`` has one row per subject of the session.
+    """
     nodes: dict[str, _Node] = {}
     rels: dict[str, dict[tuple[str, str, str], Row]] = {}
     statuses: dict[str, StepTriples] = {}
     for msg in batch:
-        scope = scope_of(msg)
+        scope: Row | None = None
         for t in msg.triples:
-            node = nodes.get(t.s.value)
+            s = t.s.value
+            node = nodes.get(s)
             if node is None:
-                node = nodes[t.s.value] = _Node(t.s.value, scope)
-            _add(node, t, rels, msg.graph)
+                if scope is None:
+                    scope = scope_of(msg)
+                node = nodes[s] = _Node(s, scope)
+            p, o = t.p.value, t.o
+            if isinstance(o, Iri):
+                if p == _RDF_TYPE:
+                    node.types[o.value] = None
+                else:
+                    _add_relationship(rels, s, p, o.value, msg.graph)
+            elif isinstance(o, QuotedTriple):
+                _set_edge(node, p, o)
+            else:
+                _add_literal(node, p, o)
         best = statuses.get(msg.question)
         if best is None or msg.status.steps >= best.status.steps:
             statuses[msg.question] = msg
     objects = sorted({r["o"] for group in rels.values() for r in group.values()} - nodes.keys())
     graph = batch[0].graph if batch else v.GRAPH
     return Rows(
-        nodes=tuple(n.row() for n in nodes.values()),
-        objects=tuple({"iri": iri, "graph": graph} for iri in objects),
-        statuses=tuple(status_row(msg) for msg in statuses.values()),
+        nodes=tuple([n.row() for n in nodes.values()]),
+        objects=tuple([{"iri": iri, "graph": graph} for iri in objects]),
+        statuses=tuple([status_row(msg) for msg in statuses.values()]),
         relationships={k: tuple(group.values()) for k, group in sorted(rels.items())},
     )
 
@@ -106,19 +133,6 @@ def status_row(msg: StepTriples) -> Row:
     s = msg.status
     return {"iri": msg.question, "scope": scope_of(msg), "status": s.state.word,
             "steps": s.steps, "expectedSteps": s.expected, "lateSteps": s.late, "missingSteps": list(s.missing)}
-
-
-def _add(node: _Node, t: Triple, rels: dict[str, dict[tuple[str, str, str], Row]], graph: str) -> None:
-    p, o = t.p.value, t.o
-    if isinstance(o, Iri):
-        if p == v.RDF_TYPE:
-            node.types[o.value] = None
-        else:
-            _add_relationship(rels, node.iri, p, o.value, graph)
-    elif isinstance(o, QuotedTriple):
-        _set_edge(node, p, o)
-    else:
-        _add_literal(node, p, o)
 
 
 def _add_relationship(rels: dict[str, dict[tuple[str, str, str], Row]], s: str, p: str, o: str, graph: str) -> None:
@@ -138,29 +152,43 @@ def _set_edge(node: _Node, p: str, q: QuotedTriple) -> None:
 
 
 def _add_literal(node: _Node, p: str, o: Literal) -> None:
-    plain = o.datatype is None and o.language is None
-    if p in m.LIST_PROPS and plain:
-        node.chunks[o.value] = None
-        return
-    typed = _typed_value(p, o)
-    if typed is not None:
-        name, value = typed
-        if node.props.setdefault(name, value) == value:
-            return
+    if o.language is None:
+        datatype = o.datatype
+        if datatype is None:
+            name = _STRING_PROPS.get(p)
+            if name is None and p in _LIST_PROPS:
+                node.chunks[o.value] = None
+                return
+        elif datatype == _XSD_INTEGER:
+            name = _INTEGER_PROPS.get(p)
+        elif datatype == _XSD_DATETIME:
+            name = _DATETIME_PROPS.get(p)
+        else:
+            name = None
+        if name is not None:
+            value = _typed_value(datatype, o.value)
+            if value is not None and node.props.setdefault(name, value) == value:
+                return
     node.extra[extra_literal(p, o)] = None
 
 
-def _typed_value(p: str, o: Literal) -> tuple[str, Any] | None:
-    """The (property, value) a known literal predicate maps to, if its literal has the expected form."""
-    if p in m.STRING_PROPS and o.datatype is None and o.language is None:
-        return m.STRING_PROPS[p], o.value
-    if p in m.INTEGER_PROPS and o.datatype == v.XSD_INTEGER and o.language is None:
-        number = m.parse_integer(o.value)
-        return None if number is None else (m.INTEGER_PROPS[p], number)
-    if p in m.DATETIME_PROPS and o.datatype == v.XSD_DATETIME and o.language is None:
-        moment = m.parse_datetime(o.value)
-        return None if moment is None else (m.DATETIME_PROPS[p], o.value)
-    return None
+def _typed_value(datatype: str | None, lexical: str) -> Any:
+    """The value a known literal predicate's literal is stored as, or ``None`` if not in the expected form.
+
+    A plain string is itself; a canonical ``xsd:integer`` that fits is its ``int``; a
+    canonical ``xsd:dateTime`` stays text (the statement makes it a DATETIME).
+    """
+    if datatype is None:
+        return lexical
+    if datatype == _XSD_INTEGER:
+        return m.parse_integer(lexical)
+    return lexical if m.parse_datetime(lexical) is not None else None
+
+
+_RDF_TYPE = v.RDF_TYPE
+_XSD_INTEGER, _XSD_DATETIME = v.XSD_INTEGER, v.XSD_DATETIME
+_STRING_PROPS, _INTEGER_PROPS, _DATETIME_PROPS, _LIST_PROPS = (
+    m.STRING_PROPS, m.INTEGER_PROPS, m.DATETIME_PROPS, m.LIST_PROPS)
 
 
 def extra_literal(p: str, o: Literal) -> str:
@@ -215,7 +243,7 @@ def lineage_rows(msg: StepTriples, event: tuple[int, int] | None,
     """
     ep, eo = event if event is not None else (None, None)
     tp, to = triples if triples is not None else (None, None)
-    subjects = dict.fromkeys(t.s.value for t in msg.triples)
+    subjects = {t.s.value: None for t in msg.triples}
     return [{"iri": iri, "eventPartition": ep, "eventOffset": eo, "triplesPartition": tp, "triplesOffset": to}
             for iri in subjects]
 
@@ -252,27 +280,37 @@ def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Ro
     for node in rows.nodes:
         if not _ALLOWED_LABELS.issuperset(node["labels"]):  # they reach SET n:$(...): never one from data
             raise StoreError(f"labels {node['labels']} of <{node['iri']}> are not all in the model's allow-list")
-        row = out[node["iri"]] = {"iri": node["iri"], "props": dict(node["props"]), "labels": node["labels"]}
-        for key in ("types", "chunks", "extra"):
-            if node[key]:
-                row[key] = node[key]
-        for name in m.DATETIME_PROPS.values():
+        # the node's own props, not a copy: only a status changes them, and it replaces the dict
+        row = out[node["iri"]] = {"iri": node["iri"], "props": node["props"], "labels": node["labels"]}
+        if node["types"]:
+            row["types"] = node["types"]
+        if node["chunks"]:
+            row["chunks"] = node["chunks"]
+        if node["extra"]:
+            row["extra"] = node["extra"]
+        for name in _DATETIME_NAMES:
             if node.get(name) is not None:
                 row[name] = node[name]
     for status in rows.statuses:
         row = out.setdefault(status["iri"], {"iri": status["iri"], "props": {}, "labels": []})
-        row["props"].update(status["scope"])
+        row["props"] = {**row["props"], **status["scope"]}
         row.update({name: status[name] for name in _STATUS_FIELDS})
+    graph = v.GRAPH
     for line in lineage:
         found = out.get(line["iri"])
-        if found is None or found["props"].get("graph", found.get("graph")) != v.GRAPH:
+        if found is None or found["props"].get("graph", found.get("graph")) != graph:
             continue
-        kept = found.setdefault("lineage", dict.fromkeys(_LINEAGE_FIELDS))
-        for name in _LINEAGE_FIELDS:
-            if kept[name] is None:
-                kept[name] = line[name]
+        kept = found.get("lineage")
+        if kept is None:
+            found["lineage"] = {name: line[name] for name in _LINEAGE_FIELDS}
+        elif None in kept.values():
+            for name in _LINEAGE_FIELDS:
+                if kept[name] is None:
+                    kept[name] = line[name]
     for rel_type, group in rows.relationships.items():
         for rel in group:
-            item = {k: x for k, x in rel.items() if k != "s"}
+            item = {"o": rel["o"], "graph": rel["graph"]}
+            if "predicate" in rel:
+                item["predicate"] = rel["predicate"]
             out[rel["s"]].setdefault(rel_type, []).append(item)
     return list(out.values())
