@@ -13,7 +13,10 @@ costs the server, not whether the graph stays the same:
   properties), to price them;
 * ``lineage-on-create``: the lineage set by ``ON CREATE SET`` and, for a
   node that exists, ``coalesce`` under ``ON MATCH`` (no ``FOREACH``);
-* ``lineage-array``: the four offsets as one ``long[]`` property.
+* ``lineage-array``: the four offsets as one ``long[]`` property;
+* ``no-types``: a new node without its ``types`` list, to price it;
+* ``no-props``: without ``SET n += row.props`` (a node's scope and literal
+  properties, and so the index entries of its scope), to price them.
 
 Usage (a running private stack, ``PROVSTREAM_*`` set as for ``provstream stack up``):
 ``.venv/bin/python bench/bench_statement.py [--sessions 2000] [--rounds 8] [--variants no-lineage ...]``.
@@ -66,6 +69,8 @@ def _lineage_array(statement: str) -> str:
 VARIANTS: dict[str, Callable[[str], str]] = {
     "current": lambda s: s, "no-lineage": _without_lineage, "lineage-on-create": _lineage_on_create,
     "lineage-array": _lineage_array,
+    "no-types": lambda s: s.replace("n.types = row.types, ", ""),
+    "no-props": lambda s: s.replace("SET n += row.props, ", "SET "),
 }
 
 
