@@ -1,9 +1,10 @@
 """The compiled parts; everything else is in pyproject.toml.
 
 The C readers ``provstream.codec._triples_c`` and ``provstream.codec._events_c``
-are optional: without a C compiler (or Python headers) the build goes on without
-them and the pure-Python triples reader and fastavro do their work. Both
-include ``_avro_c.h``, the Avro primitives they share.
+and the sink's C rows ``provstream.connectors.neo4j._rows_c`` are optional:
+without a C compiler (or Python headers) the build goes on without them and the
+pure-Python triples reader, fastavro and the Python rows do their work. All
+three include ``_avro_c.h``, the Avro primitives and value checks they share.
 """
 
 from setuptools import Extension, setup
@@ -13,4 +14,6 @@ SHARED = ["provstream/codec/_avro_c.h"]
 setup(ext_modules=[
     Extension("provstream.codec._triples_c", ["provstream/codec/_triples_c.c"], depends=SHARED, optional=True),
     Extension("provstream.codec._events_c", ["provstream/codec/_events_c.c"], depends=SHARED, optional=True),
+    Extension("provstream.connectors.neo4j._rows_c", ["connectors/neo4j/_rows_c.c"], depends=SHARED,
+              include_dirs=["provstream/codec"], optional=True),
 ])

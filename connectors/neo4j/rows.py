@@ -16,13 +16,14 @@ dead-letters that message): a quoted triple under a predicate other than
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from provstream.codec.records import c_extensions_off
 from provstream.connectors.neo4j import model as m
 from provstream.core import vocab as v
-from provstream.core.triples import Iri, Literal, QuotedTriple, StepTriples
+from provstream.core.triples import Iri, Literal, QuotedTriple, SessionState, SessionStatus, StepTriples, Triple
 from provstream.errors import StoreError
 
 Row = dict[str, Any]
@@ -314,3 +315,106 @@ def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Ro
                 item["predicate"] = rel["predicate"]
             out[rel["s"]].setdefault(rel_type, []).append(item)
     return list(out.values())
+
+
+# -- the sink's rows in one pass --------------------------------------------------
+
+BatchRows = Callable[[Sequence[StepTriples], Iterable[Mapping[str, Any]]], tuple[int, list[Row]]]
+
+
+def _batch_rows_py(batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = ()) -> tuple[int, list[Row]]:
+    rows = build_rows(batch)
+    return rows.count, write_rows(rows, lineage)
+
+
+def _sample_batch() -> list[StepTriples]:
+    """Two messages that go through every branch of the row building (pure)."""
+    q = Iri("urn:trustgraph:question:s")
+    e = Iri("urn:trustgraph:prov:exploration:s")
+    status = SessionStatus(SessionState.OPEN, 2, None, 0, ())
+    return [
+        StepTriples("e0", "s", v.Mechanism.DOCRAG, 0, "u", "c", q.value, (
+            Triple(q, Iri(v.RDF_TYPE), Iri(v.TG_QUESTION)), Triple(q, Iri(v.TG_QUERY), Literal("why?")),
+            Triple(q, Iri(v.PROV_STARTED_AT), Literal("2025-03-01T12:00:00.000000Z", v.XSD_DATETIME)),
+            Triple(q, Iri("urn:x:note"), Literal("n", None, "en"))), SessionStatus(SessionState.OPEN, 1)),
+        StepTriples("e1", "s", v.Mechanism.DOCRAG, 1, "u", "c", q.value, (
+            Triple(e, Iri(v.RDF_TYPE), Iri(v.TG_EXPLORATION)), Triple(e, Iri(v.PROV_WAS_GENERATED_BY), q),
+            Triple(e, Iri(v.TG_CHUNK_COUNT), Literal("2", v.XSD_INTEGER)),
+            Triple(e, Iri(v.TG_SELECTED_CHUNK), Literal("c#1")), Triple(e, Iri("urn:x:see"), Iri("urn:x:other")),
+            Triple(e, Iri(v.TG_EDGE), QuotedTriple(Iri("urn:x:a"), Iri("urn:x:p"), Literal("b", None, "en")))),
+            status),
+    ]
+
+
+def _choose_batch_rows() -> BatchRows:
+    """What :func:`batch_rows` runs: the C rows when built, else :func:`build_rows` + :func:`write_rows`.
+
+    ``provstream.connectors.neo4j._rows_c`` (``connectors/neo4j/_rows_c.c``, built by
+    ``pip install`` when a C compiler is there) returns what the Python functions
+    return, in one pass, for the exact classes of :mod:`provstream.core.triples`;
+    anything else it leaves to them. It is not used with
+    ``PROVSTREAM_NO_C_EXTENSIONS=1``, when it was not built, or when it does not
+    give the rows of a sample batch exactly as the Python functions do.
+
+    Returns:
+        a function ``(batch, lineage) -> (count, rows)``.
+
+    Example::
+
+        >>> batch = _sample_batch()
+        >>> _choose_batch_rows()(batch, []) == _batch_rows_py(batch, [])
+        True
+    """
+    if c_extensions_off():
+        return _batch_rows_py
+    try:
+        from provstream.connectors.neo4j import _rows_c
+    except ImportError:
+        return _batch_rows_py
+    try:
+        _rows_c.configure({
+            "LABELS": dict(m.LABELS), "STRING_PROPS": dict(m.STRING_PROPS), "INTEGER_PROPS": dict(m.INTEGER_PROPS),
+            "DATETIME_PROPS": dict(m.DATETIME_PROPS), "LIST_PROPS": dict(m.LIST_PROPS),
+            "REL_TYPES": dict(m.REL_TYPES), "MECHANISM_VALUES": {x: x.value for x in v.Mechanism},
+            "STATE_WORDS": {x: x.word for x in SessionState}, "LINK": m.LINK, "RDF_TYPE": v.RDF_TYPE,
+            "TG_EDGE": v.TG_EDGE, "XSD_INTEGER": v.XSD_INTEGER, "XSD_DATETIME": v.XSD_DATETIME, "GRAPH": v.GRAPH,
+            "CAPTION_PROP": m.CAPTION_PROP, "DATETIME_NAMES": _DATETIME_NAMES, "parse_integer": m.parse_integer,
+            "parse_datetime": m.parse_datetime, "extra_literal": extra_literal, "caption": m.caption,
+        })
+        batch = _sample_batch()
+        lineage = [row for i, msg in enumerate(batch) for row in lineage_rows(msg, (0, i), None)]
+        exact = _rows_c.write_rows(batch, lineage) == _batch_rows_py(batch, lineage)
+    except Exception:  # noqa: BLE001 - C rows that cannot build the sample are not used
+        exact = False
+    if not exact:
+        return _batch_rows_py
+    fast = _rows_c.write_rows
+
+    def rows_c(batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = ()) -> tuple[int, list[Row]]:
+        lines = lineage if isinstance(lineage, list) else list(lineage)
+        try:
+            return fast(batch, lines)
+        except Exception:  # noqa: BLE001 - what the C rows do not take, the Python ones build or refuse
+            return _batch_rows_py(batch, lines)
+
+    return rows_c
+
+
+_batch_rows = _choose_batch_rows()
+
+
+def batch_rows(batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = ()) -> tuple[int, list[Row]]:
+    """The rows :meth:`Neo4jStore.write` sends for ``batch``: ``write_rows(build_rows(batch), lineage)``.
+
+    In C when the extension is built (:func:`_choose_batch_rows`), in Python otherwise; the same rows either way.
+
+    :param batch: the triples messages of one write.
+    :param lineage: :func:`lineage_rows` of its messages, in batch order.
+    :returns: ``(count, rows)``: the number of rows :func:`build_rows` makes (0: nothing to
+        write) and the rows of :func:`write_rows`.
+    :raises StoreError: a triple the model cannot hold.
+
+    Example: ``batch_rows([msg], lineage_rows(msg, None, (0, 7)))[1]`` is a list with one row
+    per subject and object IRI of ``msg``.
+    """
+    return _batch_rows(batch, lineage)

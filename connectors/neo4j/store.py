@@ -20,7 +20,7 @@ from neo4j.exceptions import (
 from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.driver import DriverOwner, translated
 from provstream.connectors.neo4j.rebuild import node_triples
-from provstream.connectors.neo4j.rows import build_rows, write_rows
+from provstream.connectors.neo4j.rows import batch_rows
 from provstream.core import vocab as v
 from provstream.core.triples import StepTriples, Triple
 from provstream.errors import StoreError, TraceNotFound
@@ -73,17 +73,17 @@ class Neo4jStore(DriverOwner):
         :param batch: the triples messages (any order gives the same graph).
         :param lineage: :func:`.rows.lineage_rows` of its messages, in batch order: records on
             each node where it came from (of each offset the first value written is kept).
-        :returns: the number of rows of :func:`.rows.build_rows` written (0: nothing to write).
+        :returns: the number of rows of :func:`.rows.build_rows` written (0: nothing to write); the
+            rows sent are :func:`.rows.batch_rows`'.
 
         Example: ``store.write([msg], lineage_rows(msg, (0, 41), (0, 40)))``.
         """
-        rows = build_rows(batch)
-        if rows.count == 0:
+        count, params = batch_rows(batch, lineage)
+        if count == 0:
             return 0
-        params = write_rows(rows, lineage)
         with translated(f"writing {len(batch)} triples messages", self._settings), self._session() as session:
             session.execute_write(_write_batch, params)
-        return rows.count
+        return count
 
     def lineage(self, question_iri: str, *, user: str, collection: str) -> dict[str, dict[str, int | None]]:
         """The recorded lineage of every node of the trace, by IRI (nodes without any are left out)."""

@@ -205,7 +205,7 @@ read_optional(Reader *r)
 /* -- the module's arguments and switches -------------------------------------- */
 
 /* The (buf, pos) of a reader function's arguments; 0, or -1 with an exception set. */
-static int
+static inline int
 reader_args(const char *function, PyObject *const *args, Py_ssize_t nargs, Reader *r)
 {
     Py_ssize_t pos;
@@ -243,8 +243,9 @@ reader_args(const char *function, PyObject *const *args, Py_ssize_t nargs, Reade
 "    >>> direct_construction(before)\n" \
 "    False\n"
 
-/* direct_construction(enabled=None, /) over the module's classes: the setting before the call. */
-static PyObject *
+/* direct_construction(enabled=None, /) over the module's classes: the setting before the call.
+ * (Inline, as reader_args: a module that includes this header without either gets no warning.) */
+static inline PyObject *
 switch_direct(Cls *const *classes, Py_ssize_t nclasses, PyObject *const *args, Py_ssize_t nargs)
 {
     int before = use_direct, possible = 1;

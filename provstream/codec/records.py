@@ -117,8 +117,8 @@ def _decode_event_fastavro(data: bytes) -> ev.Event:
     return _guarded(event_from_avro, codec.decode(codec.EVENT, data))
 
 
-def _c_extensions_off() -> bool:
-    """``PROVSTREAM_NO_C_EXTENSIONS=1`` (any value but empty or 0): the C readers are not used."""
+def c_extensions_off() -> bool:
+    """``PROVSTREAM_NO_C_EXTENSIONS=1`` (any value but empty or 0): no C extension is used (codec, sink rows)."""
     return os.environ.get("PROVSTREAM_NO_C_EXTENSIONS", "") not in ("", "0")
 
 
@@ -145,7 +145,7 @@ def _choose_event_reader() -> Callable[[bytes, int], ev.Event] | None:
         >>> read is None or read(encode_event(e), codec.HEADER_LEN) == e
         True
     """
-    if _c_extensions_off() or not event_writer.ENABLED:
+    if c_extensions_off() or not event_writer.ENABLED:
         return None
     try:
         from provstream.codec import _events_c
@@ -332,7 +332,7 @@ def _choose_triples_writer() -> Callable[[StepTriples, bytes], bytes]:
         >>> _choose_triples_writer()(step, b"") == _step_triples_body(step)
         True
     """
-    if _c_extensions_off():
+    if c_extensions_off():
         return _write_step_triples_py
     try:
         from provstream.codec import _triples_c
@@ -378,7 +378,7 @@ def _choose_triples_reader() -> Callable[[bytes, int], StepTriples]:
         >>> _choose_triples_reader()(encode_triples(step), codec.HEADER_LEN) == step
         True
     """
-    if _c_extensions_off():
+    if c_extensions_off():
         return triples_reader.read_step_triples
     try:
         from provstream.codec import _triples_c

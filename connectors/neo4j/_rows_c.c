@@ -1,0 +1,850 @@
+/*
+ * provstream.connectors.neo4j._rows_c: the sink's write rows in C.
+ *
+ * write_rows(batch, lineage) returns what rows.py computes as
+ * ``write_rows(build_rows(batch), lineage)``, with the number of rows
+ * ``build_rows`` makes, in one pass and without the intermediate row groups:
+ * the same rows, in the same order, with the same keys in the same order.
+ *
+ * It takes only the exact classes of provstream.core.triples (read from their
+ * slots, as _avro_c.h checks at import) and the common case; on anything else
+ * (a quoted triple the model cannot hold, a look-alike value, an unknown
+ * term) it raises Unsupported and rows.py builds the rows in Python, which
+ * gives the same rows or the StoreError. The rare literal forms (typed
+ * values, extra literals) and the Browser caption call the Python functions of
+ * rows.py and model.py that configure() hands over, so there is one
+ * definition of each.
+ */
+
+#include "_avro_c.h"
+
+/* -- the classes ------------------------------------------------------------ */
+
+static Cls IRI = {"Iri", {"value"}, 1, NULL, {0}, 0};
+static Cls LITERAL = {"Literal", {"value", "datatype", "language"}, 3, NULL, {0}, 0};
+static Cls QUOTED = {"QuotedTriple", {"s", "p", "o"}, 3, NULL, {0}, 0};
+static Cls TRIPLE = {"Triple", {"s", "p", "o"}, 3, NULL, {0}, 0};
+static Cls STATUS = {"SessionStatus", {"state", "steps", "expected", "late", "missing"}, 5, NULL, {0}, 0};
+static Cls STEP = {"StepTriples",
+                   {"event_id", "session_id", "mechanism", "seq", "user", "collection", "question", "triples",
+                    "status", "duplicate", "graph"},
+                   11, NULL, {0}, 0};
+static Cls *const CLASSES[] = {&IRI, &LITERAL, &QUOTED, &TRIPLE, &STATUS, &STEP};
+#define NCLASSES ((Py_ssize_t)(sizeof(CLASSES) / sizeof(CLASSES[0])))
+
+enum { F_SESSION = 1, F_MECHANISM = 2, F_USER = 4, F_COLLECTION = 5, F_QUESTION = 6, F_TRIPLES = 7,
+       F_STATUS = 8, F_GRAPH = 10 };
+
+static PyObject *Unsupported;      /* the exception that sends a batch to the Python path */
+
+/* -- what configure() hands over --------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    PyObject **slot;
+    int kind;                      /* 0 dict, 1 str, 2 callable, 3 tuple of str */
+} Setting;
+
+static PyObject *labels_of, *string_props, *integer_props, *datetime_props, *list_props, *rel_types;
+static PyObject *mechanism_values, *state_words;
+static PyObject *link_type, *rdf_type, *tg_edge, *xsd_integer, *xsd_datetime, *retrieval_graph, *caption_prop;
+static PyObject *datetime_names;
+static PyObject *parse_integer, *parse_datetime, *extra_literal, *caption;
+
+static const Setting SETTINGS[] = {
+    {"LABELS", &labels_of, 0}, {"STRING_PROPS", &string_props, 0}, {"INTEGER_PROPS", &integer_props, 0},
+    {"DATETIME_PROPS", &datetime_props, 0}, {"LIST_PROPS", &list_props, 0}, {"REL_TYPES", &rel_types, 0},
+    {"MECHANISM_VALUES", &mechanism_values, 0}, {"STATE_WORDS", &state_words, 0},
+    {"LINK", &link_type, 1}, {"RDF_TYPE", &rdf_type, 1}, {"TG_EDGE", &tg_edge, 1},
+    {"XSD_INTEGER", &xsd_integer, 1}, {"XSD_DATETIME", &xsd_datetime, 1}, {"GRAPH", &retrieval_graph, 1},
+    {"CAPTION_PROP", &caption_prop, 1}, {"DATETIME_NAMES", &datetime_names, 3},
+    {"parse_integer", &parse_integer, 2}, {"parse_datetime", &parse_datetime, 2},
+    {"extra_literal", &extra_literal, 2}, {"caption", &caption, 2},
+};
+#define NSETTINGS ((Py_ssize_t)(sizeof(SETTINGS) / sizeof(SETTINGS[0])))
+
+static int configured = 0;
+
+/* The keys of the rows, interned once. */
+static PyObject *k_iri, *k_props, *k_labels, *k_types, *k_chunks, *k_extra, *k_graph, *k_user, *k_collection,
+    *k_session, *k_mechanism, *k_status, *k_steps, *k_expected, *k_late, *k_missing, *k_lineage, *k_o,
+    *k_predicate, *k_edge_subject, *k_edge_predicate, *k_edge_object, *k_edge_kind, *k_edge_datatype,
+    *k_edge_language, *v_iri_kind, *v_literal_kind, *k_event_partition, *k_event_offset, *k_triples_partition,
+    *k_triples_offset;
+static PyObject *lineage_fields[4];
+
+static int
+intern_keys(void)
+{
+    struct { PyObject **slot; const char *text; } keys[] = {
+        {&k_iri, "iri"}, {&k_props, "props"}, {&k_labels, "labels"}, {&k_types, "types"}, {&k_chunks, "chunks"},
+        {&k_extra, "extra"}, {&k_graph, "graph"}, {&k_user, "user"}, {&k_collection, "collection"},
+        {&k_session, "session"}, {&k_mechanism, "mechanism"}, {&k_status, "status"}, {&k_steps, "steps"},
+        {&k_expected, "expectedSteps"}, {&k_late, "lateSteps"}, {&k_missing, "missingSteps"},
+        {&k_lineage, "lineage"}, {&k_o, "o"}, {&k_predicate, "predicate"}, {&k_edge_subject, "edgeSubject"},
+        {&k_edge_predicate, "edgePredicate"}, {&k_edge_object, "edgeObject"}, {&k_edge_kind, "edgeObjectKind"},
+        {&k_edge_datatype, "edgeObjectDatatype"}, {&k_edge_language, "edgeObjectLanguage"},
+        {&v_iri_kind, "IRI"}, {&v_literal_kind, "LITERAL"}, {&k_event_partition, "eventPartition"},
+        {&k_event_offset, "eventOffset"}, {&k_triples_partition, "triplesPartition"},
+        {&k_triples_offset, "triplesOffset"},
+    };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if ((*keys[i].slot = PyUnicode_InternFromString(keys[i].text)) == NULL)
+            return -1;
+    lineage_fields[0] = k_event_partition;
+    lineage_fields[1] = k_event_offset;
+    lineage_fields[2] = k_triples_partition;
+    lineage_fields[3] = k_triples_offset;
+    return 0;
+}
+
+/* -- small helpers ------------------------------------------------------------ */
+
+static inline int
+bail(const char *why)
+{
+    PyErr_SetString(Unsupported, why);
+    return -1;
+}
+
+/* a == b for two str (1 / 0), -1 with Unsupported if either is not exactly a str. */
+static inline int
+str_eq(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
+        return bail("not a str");
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+/* A field of an exact instance (borrowed); NULL with Unsupported for any other value. */
+static inline PyObject *
+get(PyObject *obj, Cls *c, Py_ssize_t i)
+{
+    PyObject *value;
+    if (!Py_IS_TYPE(obj, c->type)) {
+        bail("not a value of provstream.core.triples");
+        return NULL;
+    }
+    value = *(PyObject **)((char *)obj + c->offsets[i]);
+    if (value == NULL)
+        bail("an unset field");
+    return value;
+}
+
+/* The value of an Iri that is exactly a str (borrowed), or NULL with Unsupported. */
+static inline PyObject *
+iri_value(PyObject *iri)
+{
+    PyObject *value = get(iri, &IRI, 0);
+    if (value != NULL && !PyUnicode_CheckExact(value)) {
+        bail("an IRI that is not a str");
+        return NULL;
+    }
+    return value;
+}
+
+/* The items of an exact tuple or list (borrowed; NULL for an empty list): 0, or -1 with Unsupported. */
+static inline int
+items_of(PyObject *seq, PyObject ***items, Py_ssize_t *n)
+{
+    if (PyTuple_CheckExact(seq)) {
+        *n = PyTuple_GET_SIZE(seq);
+        *items = ((PyTupleObject *)seq)->ob_item;
+        return 0;
+    }
+    if (PyList_CheckExact(seq)) {
+        *n = PyList_GET_SIZE(seq);
+        *items = ((PyListObject *)seq)->ob_item;
+        return 0;
+    }
+    return bail("not a tuple or list");
+}
+
+/* d[key] = value, stealing value (NULL: an error is set). */
+static inline int
+set_steal(PyObject *d, PyObject *key, PyObject *value)
+{
+    if (value == NULL)
+        return -1;
+    int rc = PyDict_SetItem(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* -- one subject's triples ------------------------------------------------------ */
+
+typedef struct {
+    PyObject *iri;                 /* str */
+    PyObject *msg;                 /* the first message with a triple about it: its scope */
+    PyObject *types;               /* dict: type IRI -> None, in order */
+    PyObject *props;               /* dict */
+    PyObject *chunks;              /* dict or NULL */
+    PyObject *extra;               /* dict or NULL */
+    PyObject *edge;                /* QuotedTriple or NULL */
+} Node;
+
+typedef struct {
+    Node *items;
+    Py_ssize_t len, cap;
+} Nodes;
+
+static void
+nodes_clear(Nodes *ns)
+{
+    for (Py_ssize_t i = 0; i < ns->len; i++) {
+        Node *n = &ns->items[i];
+        Py_XDECREF(n->iri);
+        Py_XDECREF(n->msg);
+        Py_XDECREF(n->types);
+        Py_XDECREF(n->props);
+        Py_XDECREF(n->chunks);
+        Py_XDECREF(n->extra);
+        Py_XDECREF(n->edge);
+    }
+    PyMem_Free(ns->items);
+    ns->items = NULL;
+    ns->len = ns->cap = 0;
+}
+
+/* The node of iri (index via the dict), made with msg's scope if new; NULL on error. */
+static Node *
+node_of(Nodes *ns, PyObject *index, PyObject *iri, PyObject *msg)
+{
+    PyObject *found = PyDict_GetItemWithError(index, iri);
+    if (found != NULL)
+        return &ns->items[PyLong_AsSsize_t(found)];
+    if (PyErr_Occurred())
+        return NULL;
+    if (ns->len == ns->cap) {
+        Py_ssize_t cap = ns->cap ? ns->cap * 2 : 64;
+        Node *grown = PyMem_Realloc(ns->items, (size_t)cap * sizeof(Node));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        ns->items = grown;
+        ns->cap = cap;
+    }
+    Node *n = &ns->items[ns->len];
+    *n = (Node){Py_NewRef(iri), Py_NewRef(msg), PyDict_New(), PyDict_New(), NULL, NULL, NULL};
+    ns->len++;
+    if (n->types == NULL || n->props == NULL || set_steal(index, iri, PyLong_FromSsize_t(ns->len - 1)) < 0)
+        return NULL;
+    return n;
+}
+
+/* dict *slot (made on first use)[key] = None. */
+static inline int
+add_to(PyObject **slot, PyObject *key)
+{
+    if (*slot == NULL && (*slot = PyDict_New()) == NULL)
+        return -1;
+    return PyDict_SetItem(*slot, key, Py_None);
+}
+
+/* rows._add_literal for a plain, canonical integer or canonical datetime literal; the rest via extra_literal. */
+static int
+add_literal(Node *n, PyObject *p, PyObject *lit)
+{
+    PyObject *value, *datatype, *language, *name = NULL, *typed = NULL;
+    if ((value = get(lit, &LITERAL, 0)) == NULL || (datatype = get(lit, &LITERAL, 1)) == NULL
+        || (language = get(lit, &LITERAL, 2)) == NULL)
+        return -1;
+    if (!PyUnicode_CheckExact(value))
+        return bail("a literal value that is not a str");
+    if (language == Py_None) {
+        if (datatype == Py_None) {
+            if ((name = PyDict_GetItemWithError(string_props, p)) == NULL) {
+                if (PyErr_Occurred())
+                    return -1;
+                int listed = PyDict_Contains(list_props, p);
+                if (listed < 0)
+                    return -1;
+                if (listed)
+                    return add_to(&n->chunks, value);
+            }
+            else
+                typed = Py_NewRef(value);
+        }
+        else {
+            int integer = str_eq(datatype, xsd_integer), moment = 0;
+            if (integer < 0)
+                return -1;
+            if (!integer && (moment = str_eq(datatype, xsd_datetime)) < 0)
+                return -1;
+            if (integer || moment) {
+                name = PyDict_GetItemWithError(integer ? integer_props : datetime_props, p);
+                if (name == NULL && PyErr_Occurred())
+                    return -1;
+                if (name != NULL) {
+                    PyObject *parsed = PyObject_CallOneArg(integer ? parse_integer : parse_datetime, value);
+                    if (parsed == NULL)
+                        return -1;
+                    if (parsed != Py_None)
+                        typed = integer ? Py_NewRef(parsed) : Py_NewRef(value);
+                    Py_DECREF(parsed);
+                }
+            }
+        }
+        if (typed != NULL) {
+            PyObject *kept = PyDict_SetDefault(n->props, name, typed);  /* borrowed */
+            int same = kept == NULL ? -1 : PyObject_RichCompareBool(kept, typed, Py_EQ);
+            Py_DECREF(typed);
+            if (same != 0)
+                return same < 0 ? -1 : 0;
+        }
+    }
+    PyObject *args[2] = {p, lit};
+    PyObject *text = PyObject_Vectorcall(extra_literal, args, 2, NULL);
+    if (text == NULL)
+        return -1;
+    int rc = add_to(&n->extra, text);
+    Py_DECREF(text);
+    return rc;
+}
+
+/* rels[rel_type][(s, p, o)] = {"o": o, "graph": graph[, "predicate": p]}: the first key's place, the last graph. */
+static int
+add_relationship(PyObject *rels, PyObject *s, PyObject *p, PyObject *o, PyObject *graph)
+{
+    PyObject *rel_type = PyDict_GetItemWithError(rel_types, p), *group, *key, *item;
+    int link = 0, rc = -1;
+    if (rel_type == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        rel_type = link_type;
+        link = 1;
+    }
+    if ((group = PyDict_GetItemWithError(rels, rel_type)) == NULL) {
+        if (PyErr_Occurred() || set_steal(rels, rel_type, PyDict_New()) < 0)
+            return -1;
+        group = PyDict_GetItem(rels, rel_type);
+    }
+    if ((key = PyTuple_Pack(3, s, p, o)) == NULL)
+        return -1;
+    if ((item = PyDict_GetItemWithError(group, key)) != NULL)
+        rc = PyDict_SetItem(item, k_graph, graph);  /* the same s, p, o again: the last graph, as a new row would */
+    else if (!PyErr_Occurred() && (item = PyDict_New()) != NULL) {
+        if (PyDict_SetItem(item, k_o, o) == 0 && PyDict_SetItem(item, k_graph, graph) == 0
+            && (!link || PyDict_SetItem(item, k_predicate, p) == 0))
+            rc = PyDict_SetItem(group, key, item);
+        Py_DECREF(item);
+    }
+    Py_DECREF(key);
+    return rc;
+}
+
+static int
+add_triple(Nodes *ns, PyObject *index, PyObject *rels, PyObject *msg, PyObject *graph, PyObject *t)
+{
+    PyObject *s, *p, *o;
+    Node *n;
+    if ((s = get(t, &TRIPLE, 0)) == NULL || (p = get(t, &TRIPLE, 1)) == NULL || (o = get(t, &TRIPLE, 2)) == NULL
+        || (s = iri_value(s)) == NULL || (p = iri_value(p)) == NULL || (n = node_of(ns, index, s, msg)) == NULL)
+        return -1;
+    if (Py_IS_TYPE(o, IRI.type)) {
+        PyObject *value = iri_value(o);
+        int is_type;
+        if (value == NULL || (is_type = str_eq(p, rdf_type)) < 0)
+            return -1;
+        if (is_type)
+            return PyDict_SetItem(n->types, value, Py_None);
+        return add_relationship(rels, s, p, value, graph);
+    }
+    if (Py_IS_TYPE(o, LITERAL.type))
+        return add_literal(n, p, o);
+    if (Py_IS_TYPE(o, QUOTED.type)) {
+        int edge = str_eq(p, tg_edge), same;
+        if (edge <= 0)
+            return edge < 0 ? -1 : bail("a quoted triple under a predicate other than tg:edge");
+        if (n->edge != NULL) {
+            if ((same = PyObject_RichCompareBool(n->edge, o, Py_EQ)) <= 0)
+                return same < 0 ? -1 : bail("two different quoted triples on one node");
+            return 0;
+        }
+        n->edge = Py_NewRef(o);
+        return 0;
+    }
+    return bail("an unknown term");
+}
+
+/* -- the rows ------------------------------------------------------------------ */
+
+/* scope_of(msg) into d (in its order: graph, user, collection, session, mechanism). */
+static int
+put_scope(PyObject *d, PyObject *msg)
+{
+    PyObject *graph, *user, *collection, *session, *member, *mechanism;
+    if ((graph = get(msg, &STEP, F_GRAPH)) == NULL || (user = get(msg, &STEP, F_USER)) == NULL
+        || (collection = get(msg, &STEP, F_COLLECTION)) == NULL || (session = get(msg, &STEP, F_SESSION)) == NULL
+        || (member = get(msg, &STEP, F_MECHANISM)) == NULL)
+        return -1;
+    if ((mechanism = PyDict_GetItemWithError(mechanism_values, member)) == NULL)
+        return PyErr_Occurred() ? -1 : bail("an unknown mechanism");
+    if (PyDict_SetItem(d, k_graph, graph) < 0 || PyDict_SetItem(d, k_user, user) < 0
+        || PyDict_SetItem(d, k_collection, collection) < 0 || PyDict_SetItem(d, k_session, session) < 0)
+        return -1;
+    return PyDict_SetItem(d, k_mechanism, mechanism);
+}
+
+/* The number of steps of msg's status (borrowed), or NULL. */
+static inline PyObject *
+steps_of(PyObject *msg)
+{
+    PyObject *status = get(msg, &STEP, F_STATUS);
+    return status == NULL ? NULL : get(status, &STATUS, 1);
+}
+
+/* The edge's properties, as rows._edge_props. */
+static int
+put_edge(PyObject *props, PyObject *q)
+{
+    PyObject *s, *p, *o, *ov;
+    if ((s = get(q, &QUOTED, 0)) == NULL || (p = get(q, &QUOTED, 1)) == NULL || (o = get(q, &QUOTED, 2)) == NULL
+        || (s = get(s, &IRI, 0)) == NULL || (p = get(p, &IRI, 0)) == NULL)
+        return -1;
+    int literal = Py_IS_TYPE(o, LITERAL.type);
+    if (!literal && !Py_IS_TYPE(o, IRI.type))
+        return bail("an unknown quoted object");
+    if ((ov = get(o, literal ? &LITERAL : &IRI, 0)) == NULL)
+        return -1;
+    if (PyDict_SetItem(props, k_edge_subject, s) < 0 || PyDict_SetItem(props, k_edge_predicate, p) < 0
+        || PyDict_SetItem(props, k_edge_object, ov) < 0
+        || PyDict_SetItem(props, k_edge_kind, literal ? v_literal_kind : v_iri_kind) < 0)
+        return -1;
+    if (literal) {
+        PyObject *datatype = get(o, &LITERAL, 1), *language = get(o, &LITERAL, 2);
+        if (datatype == NULL || language == NULL)
+            return -1;
+        if (datatype != Py_None && PyDict_SetItem(props, k_edge_datatype, datatype) < 0)
+            return -1;
+        if (language != Py_None && PyDict_SetItem(props, k_edge_language, language) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The sorted labels of a node's types (rows._Node.row). */
+static PyObject *
+labels_for(PyObject *types)
+{
+    PyObject *seen = PyDict_New(), *key, *value, *out;
+    Py_ssize_t pos = 0;
+    if (seen == NULL)
+        return NULL;
+    while (PyDict_Next(types, &pos, &key, &value)) {
+        PyObject *label = PyDict_GetItemWithError(labels_of, key);
+        if (label == NULL && PyErr_Occurred()) {
+            Py_DECREF(seen);
+            return NULL;
+        }
+        if (label != NULL && PyDict_SetItem(seen, label, Py_None) < 0) {
+            Py_DECREF(seen);
+            return NULL;
+        }
+    }
+    out = PyDict_Keys(seen);
+    Py_DECREF(seen);
+    if (out != NULL && PyList_Sort(out) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+/* A node's row: {"iri", "props", "labels"[, "types"][, "chunks"][, "extra"][, <datetime>]}. */
+static PyObject *
+node_row(Node *n)
+{
+    PyObject *row = NULL, *props = PyDict_New(), *labels = NULL;
+    Py_ssize_t i;
+    if (props == NULL || put_scope(props, n->msg) < 0 || PyDict_Update(props, n->props) < 0
+        || (n->edge != NULL && put_edge(props, n->edge) < 0) || (labels = labels_for(n->types)) == NULL
+        || (row = PyDict_New()) == NULL || PyDict_SetItem(row, k_iri, n->iri) < 0
+        || PyDict_SetItem(row, k_props, props) < 0 || PyDict_SetItem(row, k_labels, labels) < 0)
+        goto error;
+    if (PyDict_GET_SIZE(n->types) && set_steal(row, k_types, PyDict_Keys(n->types)) < 0)
+        goto error;
+    if (n->chunks != NULL && PyDict_GET_SIZE(n->chunks) && set_steal(row, k_chunks, PyDict_Keys(n->chunks)) < 0)
+        goto error;
+    if (n->extra != NULL && PyDict_GET_SIZE(n->extra) && set_steal(row, k_extra, PyDict_Keys(n->extra)) < 0)
+        goto error;
+    for (i = 0; i < PyTuple_GET_SIZE(datetime_names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(datetime_names, i), *moment = PyDict_GetItemWithError(props, name);
+        if (moment == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            continue;
+        }
+        Py_INCREF(moment);
+        int rc = PyDict_DelItem(props, name);
+        if (rc == 0 && moment != Py_None)
+            rc = PyDict_SetItem(row, name, moment);
+        Py_DECREF(moment);
+        if (rc < 0)
+            goto error;
+    }
+    int captioned = PyList_GET_SIZE(labels) > 0;
+    if (!captioned) {
+        PyObject *edge = PyDict_GetItemWithError(props, k_edge_predicate);
+        if (edge == NULL && PyErr_Occurred())
+            goto error;
+        if (edge != NULL && (captioned = PyObject_IsTrue(edge)) < 0)
+            goto error;
+    }
+    if (captioned) {
+        PyObject *args[3] = {labels, props, n->iri};
+        if (set_steal(props, caption_prop, PyObject_Vectorcall(caption, args, 3, NULL)) < 0)
+            goto error;
+    }
+    Py_DECREF(props);
+    Py_DECREF(labels);
+    return row;
+error:
+    Py_XDECREF(props);
+    Py_XDECREF(labels);
+    Py_XDECREF(row);
+    return NULL;
+}
+
+/* {"iri": iri, [graph], "props": {}, "labels": []} (an IRI only ever an object, or a question without triples). */
+static PyObject *
+bare_row(PyObject *iri, PyObject *graph)
+{
+    PyObject *row = PyDict_New();
+    if (row == NULL || PyDict_SetItem(row, k_iri, iri) < 0 || (graph != NULL && PyDict_SetItem(row, k_graph, graph) < 0)
+        || set_steal(row, k_props, PyDict_New()) < 0 || set_steal(row, k_labels, PyList_New(0)) < 0) {
+        Py_XDECREF(row);
+        return NULL;
+    }
+    return row;
+}
+
+/* The status of msg onto its question's row (made at the end if new), as rows.write_rows. */
+static int
+put_status(PyObject *out, PyObject *msg)
+{
+    PyObject *iri = get(msg, &STEP, F_QUESTION), *status = get(msg, &STEP, F_STATUS), *row, *props, *f[5];
+    if (iri == NULL || status == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < 5; i++)
+        if ((f[i] = get(status, &STATUS, i)) == NULL)
+            return -1;
+    if ((row = PyDict_GetItemWithError(out, iri)) == NULL) {
+        if (PyErr_Occurred() || set_steal(out, iri, bare_row(iri, NULL)) < 0)
+            return -1;
+        row = PyDict_GetItem(out, iri);
+    }
+    PyObject *old = PyDict_GetItem(row, k_props);
+    if ((props = PyDict_Copy(old)) == NULL)
+        return -1;
+    if (put_scope(props, msg) < 0 || PyDict_SetItem(row, k_props, props) < 0) {
+        Py_DECREF(props);
+        return -1;
+    }
+    Py_DECREF(props);
+    PyObject *word = PyDict_GetItemWithError(state_words, f[0]);
+    if (word == NULL)
+        return PyErr_Occurred() ? -1 : bail("an unknown session state");
+    if (PyDict_SetItem(row, k_status, word) < 0 || PyDict_SetItem(row, k_steps, f[1]) < 0
+        || PyDict_SetItem(row, k_expected, f[2]) < 0 || PyDict_SetItem(row, k_late, f[3]) < 0)
+        return -1;
+    return set_steal(row, k_missing, PySequence_List(f[4]));
+}
+
+/* One lineage row onto its node's row (rows.write_rows: first non-null value of each offset, retrieval graph only). */
+static int
+put_lineage(PyObject *out, PyObject *line)
+{
+    PyObject *iri = PyObject_GetItem(line, k_iri), *found, *graph, *kept;
+    if (iri == NULL)
+        return -1;
+    found = PyDict_GetItemWithError(out, iri);
+    Py_DECREF(iri);
+    if (found == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    graph = PyDict_GetItemWithError(PyDict_GetItem(found, k_props), k_graph);
+    if (graph == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        graph = PyDict_GetItem(found, k_graph);
+        if (graph == NULL)
+            graph = Py_None;
+    }
+    int same = PyObject_RichCompareBool(graph, retrieval_graph, Py_EQ);
+    if (same <= 0)
+        return same;
+    if ((kept = PyDict_GetItemWithError(found, k_lineage)) == NULL) {
+        if (PyErr_Occurred() || (kept = PyDict_New()) == NULL)
+            return -1;
+        for (int i = 0; i < 4; i++)
+            if (set_steal(kept, lineage_fields[i], PyObject_GetItem(line, lineage_fields[i])) < 0) {
+                Py_DECREF(kept);
+                return -1;
+            }
+        return set_steal(found, k_lineage, kept);
+    }
+    for (int i = 0; i < 4; i++) {
+        PyObject *value = PyDict_GetItem(kept, lineage_fields[i]);
+        if (value == Py_None && set_steal(kept, lineage_fields[i], PyObject_GetItem(line, lineage_fields[i])) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The relationship items onto their start node's row, by type in name order. */
+static int
+put_relationships(PyObject *out, PyObject *rels)
+{
+    PyObject *types = PyDict_Keys(rels), *rel_type, *key, *item;
+    int rc = -1;
+    if (types == NULL || PyList_Sort(types) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(types); i++) {
+        Py_ssize_t pos = 0;
+        rel_type = PyList_GET_ITEM(types, i);
+        PyObject *group = PyDict_GetItem(rels, rel_type);
+        while (PyDict_Next(group, &pos, &key, &item)) {
+            PyObject *row = PyDict_GetItem(out, PyTuple_GET_ITEM(key, 0)), *list;
+            if (row == NULL) {
+                PyErr_SetString(PyExc_KeyError, "a relationship from a node without a row");
+                goto done;
+            }
+            if ((list = PyDict_GetItemWithError(row, rel_type)) == NULL) {
+                if (PyErr_Occurred() || set_steal(row, rel_type, PyList_New(0)) < 0)
+                    goto done;
+                list = PyDict_GetItem(row, rel_type);
+            }
+            if (PyList_Append(list, item) < 0)
+                goto done;
+        }
+    }
+    rc = 0;
+done:
+    Py_XDECREF(types);
+    return rc;
+}
+
+/* The IRIs that are only ever objects, sorted. */
+static PyObject *
+object_iris(PyObject *rels, PyObject *index)
+{
+    PyObject *seen = PyDict_New(), *group, *key, *item, *rel_type, *out;
+    Py_ssize_t pos = 0, inner;
+    if (seen == NULL)
+        return NULL;
+    while (PyDict_Next(rels, &pos, &rel_type, &group)) {
+        inner = 0;
+        while (PyDict_Next(group, &inner, &key, &item)) {
+            PyObject *o = PyTuple_GET_ITEM(key, 2);
+            int known = PyDict_Contains(index, o);
+            if (known < 0 || (!known && PyDict_SetItem(seen, o, Py_None) < 0)) {
+                Py_DECREF(seen);
+                return NULL;
+            }
+        }
+    }
+    out = PyDict_Keys(seen);
+    Py_DECREF(seen);
+    if (out != NULL && PyList_Sort(out) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+static PyObject *
+build(PyObject *batch, PyObject *lineage)
+{
+    Nodes ns = {NULL, 0, 0};
+    PyObject *index = PyDict_New(), *rels = PyDict_New(), *statuses = PyDict_New(), *out = PyDict_New();
+    PyObject *objects = NULL, *result = NULL, **msgs, *key, *msg, *iter = NULL, *line;
+    Py_ssize_t nmsgs, pos, count = 0;
+    if (index == NULL || rels == NULL || statuses == NULL || out == NULL)
+        goto done;
+    if (items_of(batch, &msgs, &nmsgs) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < nmsgs; i++) {
+        PyObject *m = msgs[i], *graph, *triples, **ts, *question, *best;
+        Py_ssize_t nt;
+        if ((graph = get(m, &STEP, F_GRAPH)) == NULL || (triples = get(m, &STEP, F_TRIPLES)) == NULL
+            || (question = get(m, &STEP, F_QUESTION)) == NULL)
+            goto done;
+        if (items_of(triples, &ts, &nt) < 0)
+            goto done;
+        for (Py_ssize_t j = 0; j < nt; j++)
+            if (add_triple(&ns, index, rels, m, graph, ts[j]) < 0)
+                goto done;
+        if ((best = PyDict_GetItemWithError(statuses, question)) == NULL) {
+            if (PyErr_Occurred() || PyDict_SetItem(statuses, question, m) < 0)
+                goto done;
+        }
+        else {
+            PyObject *mine = steps_of(m), *theirs;
+            if (mine == NULL || (theirs = steps_of(best)) == NULL)
+                goto done;
+            int later = PyObject_RichCompareBool(mine, theirs, Py_GE);
+            if (later < 0 || (later && PyDict_SetItem(statuses, question, m) < 0))
+                goto done;
+        }
+    }
+    if ((objects = object_iris(rels, index)) == NULL)
+        goto done;
+    PyObject *first_graph = nmsgs ? get(msgs[0], &STEP, F_GRAPH) : retrieval_graph;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(objects); i++) {
+        PyObject *iri = PyList_GET_ITEM(objects, i);
+        if (set_steal(out, iri, bare_row(iri, first_graph)) < 0)
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < ns.len; i++)
+        if (set_steal(out, ns.items[i].iri, node_row(&ns.items[i])) < 0)
+            goto done;
+    pos = 0;
+    while (PyDict_Next(statuses, &pos, &key, &msg))
+        if (put_status(out, msg) < 0)
+            goto done;
+    if ((iter = PyObject_GetIter(lineage)) == NULL)
+        goto done;
+    while ((line = PyIter_Next(iter)) != NULL) {
+        int rc = put_lineage(out, line);
+        Py_DECREF(line);
+        if (rc < 0)
+            goto done;
+    }
+    if (PyErr_Occurred() || put_relationships(out, rels) < 0)
+        goto done;
+    count = PyList_GET_SIZE(objects) + ns.len + PyDict_GET_SIZE(statuses);
+    pos = 0;
+    PyObject *group;
+    while (PyDict_Next(rels, &pos, &key, &group))
+        count += PyDict_GET_SIZE(group);
+    PyObject *rows = PyDict_Values(out);
+    if (rows != NULL) {
+        result = Py_BuildValue("(nN)", count, rows);
+    }
+done:
+    nodes_clear(&ns);
+    Py_XDECREF(index);
+    Py_XDECREF(rels);
+    Py_XDECREF(statuses);
+    Py_XDECREF(out);
+    Py_XDECREF(objects);
+    Py_XDECREF(iter);
+    return result;
+}
+
+/* -- the module ------------------------------------------------------------------ */
+
+PyDoc_STRVAR(write_rows_doc,
+"write_rows(batch, lineage, /)\n--\n\n"
+"``(len of build_rows(batch)'s rows, rows.write_rows(build_rows(batch), lineage))``, in one pass.\n\n"
+"Parameters:\n"
+"    batch: a ``list`` or ``tuple`` of ``StepTriples``.\n"
+"    lineage: an iterable of lineage rows (mappings with ``iri`` and the four offsets).\n\n"
+"Returns:\n"
+"    ``(count, rows)``: the number of rows ``build_rows`` makes, and the write rows.\n\n"
+"Raises:\n"
+"    Unsupported for anything but the exact classes of provstream.core.triples and what the model holds;\n"
+"    the caller then builds the rows in Python.\n\n"
+"Example::\n\n"
+"    >>> from provstream.connectors.neo4j import rows\n"
+"    >>> from provstream.core.triples import Iri, SessionState, SessionStatus, StepTriples, Triple\n"
+"    >>> from provstream.core.vocab import Mechanism\n"
+"    >>> step = StepTriples(\"e1\", \"s1\", Mechanism.AGENT, 0, \"u\", \"c\", \"urn:q\",\n"
+"    ...                    (Triple(Iri(\"urn:a\"), Iri(\"urn:b\"), Iri(\"urn:c\")),), SessionStatus(SessionState.OPEN, 1))\n"
+"    >>> write_rows([step], []) == (4, rows.write_rows(rows.build_rows([step])))\n"
+"    True\n");
+
+static PyObject *
+write_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "write_rows() takes 2 arguments (%zd given)", nargs);
+    if (!configured)
+        return PyErr_SetString(Unsupported, "configure() has not been called"), NULL;
+    return build(args[0], args[1]);
+}
+
+PyDoc_STRVAR(configure_doc,
+"configure(settings, /)\n--\n\n"
+"Hand over the model's tables and functions (a dict; rows.py passes them once, at import).\n\n"
+"Keys: LABELS, STRING_PROPS, INTEGER_PROPS, DATETIME_PROPS, LIST_PROPS, REL_TYPES,\n"
+"MECHANISM_VALUES, STATE_WORDS (dicts); LINK, RDF_TYPE, TG_EDGE, XSD_INTEGER, XSD_DATETIME,\n"
+"GRAPH, CAPTION_PROP (str); DATETIME_NAMES (tuple of str); parse_integer, parse_datetime,\n"
+"extra_literal, caption (callables). Raises TypeError or KeyError if one is missing or of\n"
+"another kind, and write_rows() stays unusable.\n");
+
+static PyObject *
+configure(PyObject *module, PyObject *settings)
+{
+    (void)module;
+    if (!PyDict_Check(settings))
+        return PyErr_Format(PyExc_TypeError, "configure() needs a dict");
+    configured = 0;
+    for (Py_ssize_t i = 0; i < NSETTINGS; i++) {
+        PyObject *value = PyDict_GetItemString(settings, SETTINGS[i].name);
+        int ok;
+        if (value == NULL)
+            return PyErr_Format(PyExc_KeyError, "configure() needs %s", SETTINGS[i].name);
+        switch (SETTINGS[i].kind) {
+        case 0: ok = PyDict_CheckExact(value); break;
+        case 1: ok = PyUnicode_CheckExact(value); break;
+        case 2: ok = PyCallable_Check(value); break;
+        default:
+            ok = PyTuple_CheckExact(value);
+            for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(value); j++)
+                ok = PyUnicode_CheckExact(PyTuple_GET_ITEM(value, j));
+        }
+        if (!ok)
+            return PyErr_Format(PyExc_TypeError, "configure(): %s is not of the expected kind", SETTINGS[i].name);
+        Py_XSETREF(*SETTINGS[i].slot, Py_NewRef(value));
+    }
+    configured = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"write_rows", (PyCFunction)(void (*)(void))write_rows, METH_FASTCALL, write_rows_doc},
+    {"configure", (PyCFunction)configure, METH_O, configure_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "provstream.connectors.neo4j._rows_c",
+    "The sink's write rows in C: rows.write_rows(rows.build_rows(batch), lineage) in one pass.",
+    -1,
+    methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__rows_c(void)
+{
+    PyObject *triples = NULL, *module = NULL;
+    if (IRI.type != NULL) {
+        PyErr_SetString(PyExc_ImportError, "provstream.connectors.neo4j._rows_c cannot be loaded twice in one process");
+        return NULL;
+    }
+    if ((triples = PyImport_ImportModule("provstream.core.triples")) == NULL
+        || load_classes(CLASSES, NCLASSES, triples) < 0 || intern_keys() < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < NCLASSES; i++)
+        if (!CLASSES[i]->direct) {
+            PyErr_Format(PyExc_ImportError, "%s did not pass the checks for direct access", CLASSES[i]->name);
+            goto done;
+        }
+    module = PyModule_Create(&module_def);
+    if (module == NULL)
+        goto done;
+    Unsupported = PyErr_NewExceptionWithDoc("provstream.connectors.neo4j._rows_c.Unsupported",
+                                            "A batch the C rows do not take: build it in Python.", NULL, NULL);
+    if (Unsupported == NULL || PyModule_AddObjectRef(module, "Unsupported", Unsupported) < 0)
+        Py_CLEAR(module);
+done:
+    if (module == NULL) {
+        unload_classes(CLASSES, NCLASSES);
+        as_import_error("provstream.connectors.neo4j._rows_c");
+    }
+    Py_XDECREF(triples);
+    return module;
+}
