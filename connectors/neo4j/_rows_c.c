@@ -20,16 +20,7 @@
 
 /* -- the classes ------------------------------------------------------------ */
 
-static Cls IRI = {"Iri", {"value"}, 1, NULL, {0}, 0};
-static Cls LITERAL = {"Literal", {"value", "datatype", "language"}, 3, NULL, {0}, 0};
-static Cls QUOTED = {"QuotedTriple", {"s", "p", "o"}, 3, NULL, {0}, 0};
-static Cls TRIPLE = {"Triple", {"s", "p", "o"}, 3, NULL, {0}, 0};
-static Cls STATUS = {"SessionStatus", {"state", "steps", "expected", "late", "missing"}, 5, NULL, {0}, 0};
-static Cls STEP = {"StepTriples",
-                   {"event_id", "session_id", "mechanism", "seq", "user", "collection", "question", "triples",
-                    "status", "duplicate", "graph"},
-                   11, NULL, {0}, 0};
-static Cls *const CLASSES[] = {&IRI, &LITERAL, &QUOTED, &TRIPLE, &STATUS, &STEP};
+TRIPLES_CLASSES
 #define NCLASSES ((Py_ssize_t)(sizeof(CLASSES) / sizeof(CLASSES[0])))
 
 enum { F_SESSION = 1, F_MECHANISM = 2, F_USER = 4, F_COLLECTION = 5, F_QUESTION = 6, F_TRIPLES = 7,
@@ -426,11 +417,22 @@ put_edge(PyObject *props, PyObject *q)
     return 0;
 }
 
+/* The keys of dict d, sorted (a new list, or NULL); d's reference is stolen. */
+static PyObject *
+sorted_keys(PyObject *d)
+{
+    PyObject *out = PyDict_Keys(d);
+    Py_DECREF(d);
+    if (out != NULL && PyList_Sort(out) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
 /* The sorted labels of a node's types (rows._Node.row). */
 static PyObject *
 labels_for(PyObject *types)
 {
-    PyObject *seen = PyDict_New(), *key, *value, *out;
+    PyObject *seen = PyDict_New(), *key, *value;
     Py_ssize_t pos = 0;
     if (seen == NULL)
         return NULL;
@@ -445,11 +447,7 @@ labels_for(PyObject *types)
             return NULL;
         }
     }
-    out = PyDict_Keys(seen);
-    Py_DECREF(seen);
-    if (out != NULL && PyList_Sort(out) < 0)
-        Py_CLEAR(out);
-    return out;
+    return sorted_keys(seen);
 }
 
 /* A node's row: {"iri", "props", "labels"[, "types"][, "chunks"][, "extra"][, <datetime>]}. */
@@ -629,7 +627,7 @@ done:
 static PyObject *
 object_iris(PyObject *rels, PyObject *index)
 {
-    PyObject *seen = PyDict_New(), *group, *key, *item, *rel_type, *out;
+    PyObject *seen = PyDict_New(), *group, *key, *item, *rel_type;
     Py_ssize_t pos = 0, inner;
     if (seen == NULL)
         return NULL;
@@ -644,11 +642,7 @@ object_iris(PyObject *rels, PyObject *index)
             }
         }
     }
-    out = PyDict_Keys(seen);
-    Py_DECREF(seen);
-    if (out != NULL && PyList_Sort(out) < 0)
-        Py_CLEAR(out);
-    return out;
+    return sorted_keys(seen);
 }
 
 static PyObject *

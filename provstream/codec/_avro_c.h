@@ -41,6 +41,20 @@ typedef struct {
 
 static int use_direct = 1;         /* direct_construction(): off makes every value by calling its class */
 
+/* The classes of provstream.core.triples and their fields, in the order of their dataclass fields: the
+ * statics IRI ... STEP and CLASSES of a module that reads or builds those values (_triples_c.c, _rows_c.c). */
+#define TRIPLES_CLASSES \
+    static Cls IRI = {"Iri", {"value"}, 1, NULL, {0}, 0}; \
+    static Cls LITERAL = {"Literal", {"value", "datatype", "language"}, 3, NULL, {0}, 0}; \
+    static Cls QUOTED = {"QuotedTriple", {"s", "p", "o"}, 3, NULL, {0}, 0}; \
+    static Cls TRIPLE = {"Triple", {"s", "p", "o"}, 3, NULL, {0}, 0}; \
+    static Cls STATUS = {"SessionStatus", {"state", "steps", "expected", "late", "missing"}, 5, NULL, {0}, 0}; \
+    static Cls STEP = {"StepTriples", \
+                       {"event_id", "session_id", "mechanism", "seq", "user", "collection", "question", "triples", \
+                        "status", "duplicate", "graph"}, \
+                       11, NULL, {0}, 0}; \
+    static Cls *const CLASSES[] = {&IRI, &LITERAL, &QUOTED, &TRIPLE, &STATUS, &STEP};
+
 /* A value of class c from its fields; steals the n references in args (all non-NULL). */
 static inline PyObject *
 make(Cls *c, PyObject **args)

@@ -29,16 +29,7 @@
 
 /* -- the classes the values are made of ----------------------------------- */
 
-static Cls IRI = {"Iri", {"value"}, 1, NULL, {0}, 0};
-static Cls LITERAL = {"Literal", {"value", "datatype", "language"}, 3, NULL, {0}, 0};
-static Cls QUOTED = {"QuotedTriple", {"s", "p", "o"}, 3, NULL, {0}, 0};
-static Cls TRIPLE = {"Triple", {"s", "p", "o"}, 3, NULL, {0}, 0};
-static Cls STATUS = {"SessionStatus", {"state", "steps", "expected", "late", "missing"}, 5, NULL, {0}, 0};
-static Cls STEP = {"StepTriples",
-                   {"event_id", "session_id", "mechanism", "seq", "user", "collection", "question", "triples",
-                    "status", "duplicate", "graph"},
-                   11, NULL, {0}, 0};
-static Cls *const CLASSES[] = {&IRI, &LITERAL, &QUOTED, &TRIPLE, &STATUS, &STEP};
+TRIPLES_CLASSES
 #define NCLASSES ((Py_ssize_t)(sizeof(CLASSES) / sizeof(CLASSES[0])))
 
 static PyObject *mechanisms;       /* triples_reader._MECHANISMS: tuple of Mechanism */
