@@ -212,21 +212,22 @@ def _present(**values: Any) -> Row:
 
 
 def node_iris(msg: StepTriples) -> list[str]:
-    """The IRIs of every node writing ``msg`` touches (pure): its Question, subjects and IRI objects.
+    """The IRIs of every node writing ``msg`` touches (pure): its Question, subjects and IRI objects, once each.
 
     Two messages that share one may not be written in parallel transactions
-    without risking a deadlock (:func:`provstream.connectors.sink.split_lanes`).
+    without risking a deadlock (:func:`provstream.connectors.sink.split_lanes`,
+    which looks each one up: a step's triples name its subject several times).
     Types are labels, not nodes, and a quoted triple is properties of its node.
 
     Example: for an agent step, the Question, the step's own nodes and the node
     it ``wasDerivedFrom`` (which may belong to another session: a sub-trace).
     """
-    out = [msg.question]
+    out = {msg.question: None}
     for t in msg.triples:
-        out.append(t.s.value)
-        if isinstance(t.o, Iri) and t.p.value != v.RDF_TYPE:
-            out.append(t.o.value)
-    return out
+        out[t.s.value] = None
+        if isinstance(t.o, Iri) and t.p.value != _RDF_TYPE:
+            out[t.o.value] = None
+    return list(out)
 
 
 def triple_count(batch: Iterable[StepTriples]) -> int:
