@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provstream.codec.records import c_extensions_off
 from provstream.connectors.neo4j import model as m
 from provstream.core import vocab as v
 from provstream.core.triples import Iri, Literal, QuotedTriple, SessionState, SessionStatus, StepTriples, Triple
 from provstream.errors import StoreError
+from provstream.native import c_extensions_off
 
 Row = dict[str, Any]
 

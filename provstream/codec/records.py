@@ -8,7 +8,6 @@ are the only functions the adapters need; they raise :class:`EncodeError` /
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from datetime import UTC
 from typing import Any
@@ -24,6 +23,7 @@ from provstream.core import vocab
 from provstream.core.triples import Iri, Literal, QuotedTriple, SessionState, SessionStatus, StepTriples, Term, Triple
 from provstream.core.vocab import Mechanism
 from provstream.errors import DecodeError, EncodeError
+from provstream.native import c_extensions_off
 
 _PAYLOAD_TYPES: dict[str, type] = {f"provstream.{t.__name__}": t for t in ev.MECHANISM_OF}
 _PAYLOAD_NAMES: dict[type, str] = {t: n for n, t in _PAYLOAD_TYPES.items()}
@@ -115,11 +115,6 @@ def _encode_event_direct(event: ev.Event) -> bytes:
 
 def _decode_event_fastavro(data: bytes) -> ev.Event:
     return _guarded(event_from_avro, codec.decode(codec.EVENT, data))
-
-
-def c_extensions_off() -> bool:
-    """``PROVSTREAM_NO_C_EXTENSIONS=1`` (any value but empty or 0): no C extension is used (codec, sink rows)."""
-    return os.environ.get("PROVSTREAM_NO_C_EXTENSIONS", "") not in ("", "0")
 
 
 def _choose_event_reader() -> Callable[[bytes, int], ev.Event] | None:
