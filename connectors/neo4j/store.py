@@ -73,8 +73,8 @@ class Neo4jStore(DriverOwner):
         :param batch: the triples messages (any order gives the same graph).
         :param lineage: :func:`.rows.lineage_rows` of its messages, in batch order: records on
             each node where it came from (of each offset the first value written is kept).
-        :returns: the number of rows of :func:`.rows.build_rows` written (0: nothing to write); the
-            rows sent are :func:`.rows.batch_rows`'.
+        :returns: the number of rows of :func:`.rows.build_rows` written (0: nothing to write);
+            the rows sent are those :func:`.rows.batch_rows` gives.
 
         Example: ``store.write([msg], lineage_rows(msg, (0, 41), (0, 40)))``.
         """
