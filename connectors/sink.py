@@ -10,7 +10,9 @@ writing it once.
 Per batch (up to ``sink_batch_size`` records; closed as soon as Neo4j has
 finished the previous batch, and at the latest ``sink_batch_ms`` after its
 first record, so an idle pipeline writes a step at once and a busy one writes
-what arrived during the previous write): decode; undecodable records go to
+what arrived during the previous write; with ``sink_linger_ms``, a batch that
+follows a write also waits until its first record is that old, so a moderate
+stream of steps makes fewer, larger transactions): decode; undecodable records go to
 ``triples_dlq_topic``; the rest are written in one transaction. If Neo4j rejects the batch as bad data
 (:class:`StoreError`), the batch is bisected to isolate the record(s) at fault,
 which are dead-lettered while the others are written. If Neo4j is unavailable
@@ -308,14 +310,16 @@ class Sink:
 
     def _fill(self, writing: Future[None] | None = None) -> None:
         """Poll until a full batch, stop, or an idle poll; with records, until ``writing`` is done
-        (Neo4j is free for the next batch) or ``sink_batch_ms`` after the first record.
+        (Neo4j is free for the next batch) and the first record is ``sink_linger_ms`` old, or
+        ``sink_batch_ms`` after the first record.
 
-        :param writing: the previous batch's write, if one is in flight.
+        :param writing: the previous batch's write, if one is in flight (``None``: Neo4j is idle,
+            and the batch closes at its first records whatever the linger).
         """
-        size, deadline = self.settings.sink_batch_size, None
+        size, deadline, lingered = self.settings.sink_batch_size, None, 0.0
         while not self.stop.is_set() and len(self.pending) < size:
             now = time.monotonic()
-            if deadline is not None and (now >= deadline or writing is None or writing.done()):
+            if deadline is not None and (now >= deadline or writing is None or (writing.done() and now >= lingered)):
                 return
             # While a write is in flight, poll in short slices so the batch closes soon after it ends.
             timeout = IDLE_POLL_MS if deadline is None else max(0, min(BUSY_POLL_MS, int((deadline - now) * 1000)))
@@ -325,7 +329,9 @@ class Sink:
             if not self.pending:
                 return  # idle: let the caller settle the batch in flight
             if deadline is None:
-                deadline = time.monotonic() + self.settings.sink_batch_ms / 1000
+                first = time.monotonic()
+                deadline = first + self.settings.sink_batch_ms / 1000
+                lingered = first + self.settings.sink_linger_ms / 1000
 
     def _settle(self, records: list[Record], written: Future[None]) -> None:
         """Wait for a batch's write (keeping the group membership alive), then commit its offsets."""

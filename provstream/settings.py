@@ -69,6 +69,7 @@ class Settings:
     collection: str = "default"
     sink_batch_size: int = 2000
     sink_batch_ms: int = 100
+    sink_linger_ms: int = 0  # a batch waits this long after its first record for more, once Neo4j is free; 0: none
     sink_writers: int = 2  # parallel Neo4j transactions per sink batch (parts that share no node)
     bulk_processes: int = 0  # bulk rebuild: processes reading and folding the partitions; 0: one per core
     gc_gen0: int = 100_000  # worker/sink/otlp/replay: allocations between young collections; 0: Python's 700
@@ -170,6 +171,9 @@ class Settings:
                             ("PROVSTREAM_SINK_WRITERS", self.sink_writers)):
             if value < 1:
                 raise ConfigError(f"{name} must be at least 1, got {value}")
+        if not 0 <= self.sink_linger_ms <= self.sink_batch_ms:
+            raise ConfigError(f"PROVSTREAM_SINK_LINGER_MS must be 0 to PROVSTREAM_SINK_BATCH_MS "
+                              f"({self.sink_batch_ms}), got {self.sink_linger_ms}")
         if self.gc_gen0 < 0:
             raise ConfigError(f"PROVSTREAM_GC_GEN0 must be 0 (Python's default) or more, got {self.gc_gen0}")
         if self.bulk_processes < 0:

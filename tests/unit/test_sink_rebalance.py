@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import namedtuple
 from concurrent.futures import Future
 from typing import Any
@@ -145,3 +146,49 @@ def test_the_next_batch_is_queued_for_the_writer_before_the_last_one_is_committe
     assert log.index(("queued", 2)) < log.index(("commit", 1))
     assert log.index(("write", 1)) < log.index(("commit", 1)) < log.index(("commit", 2))
     assert log.index(("write", 2)) < log.index(("commit", 2))
+
+
+class SparseConsumer:
+    """Returns a record at the polls numbered in ``records_at``; other polls wait their timeout and return none."""
+
+    def __init__(self, records_at: set[int]) -> None:
+        self.polls: list[int] = []
+        self.records_at = records_at
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
+        self.polls.append(timeout_ms)
+        if len(self.polls) in self.records_at:
+            return {P0: [Record("t", 0, len(self.polls), b"", b"k")]}
+        time.sleep(timeout_ms / 1000)
+        return {}
+
+
+def test_with_a_linger_a_batch_after_a_write_waits_until_its_first_record_is_that_old() -> None:
+    writing: Future[None] = Future()
+    writing.set_result(None)  # the previous write has ended: without a linger the batch would close at once
+    consumer = SparseConsumer(records_at={1, 3})
+    sink = Sink(Settings(sink_batch_ms=60_000, sink_linger_ms=150), store=None, consumer=consumer,  # type: ignore[arg-type]
+                producer=None, stop=threading.Event())
+    began = time.monotonic()
+    sink._fill(writing)
+    waited = time.monotonic() - began
+    assert 0.15 <= waited < 5  # it kept polling for the linger, then closed
+    assert [r.offset for r in sink.pending] == [1, 3]
+    assert max(consumer.polls[1:]) <= 5
+
+    idle = Sink(Settings(sink_batch_ms=60_000, sink_linger_ms=150), store=None, consumer=TrickleConsumer(),  # type: ignore[arg-type]
+                producer=None, stop=threading.Event())
+    idle._fill(None)  # Neo4j idle: a step after a quiet spell is written at once, linger or not
+    assert [r.offset for r in idle.pending] == [1]
+
+
+def test_the_linger_is_checked_against_the_batch_window() -> None:
+    import pytest
+
+    from provstream.errors import ConfigError
+
+    Settings(sink_batch_ms=100, sink_linger_ms=100).check()
+    with pytest.raises(ConfigError, match="PROVSTREAM_SINK_LINGER_MS"):
+        Settings(sink_batch_ms=100, sink_linger_ms=101).check()
+    with pytest.raises(ConfigError, match="PROVSTREAM_SINK_LINGER_MS"):
+        Settings(sink_linger_ms=-1).check()
