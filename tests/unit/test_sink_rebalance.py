@@ -8,9 +8,11 @@ from collections import namedtuple
 from concurrent.futures import Future
 from typing import Any
 
+import pytest
 from kafka.structs import TopicPartition
 
 from provstream.connectors.sink import Sink, _Revocations
+from provstream.errors import ConfigError
 from provstream.settings import Settings
 
 Record = namedtuple("Record", "topic partition offset value key")
@@ -183,10 +185,6 @@ def test_with_a_linger_a_batch_after_a_write_waits_until_its_first_record_is_tha
 
 
 def test_the_linger_is_checked_against_the_batch_window() -> None:
-    import pytest
-
-    from provstream.errors import ConfigError
-
     Settings(sink_batch_ms=100, sink_linger_ms=100).check()
     with pytest.raises(ConfigError, match="PROVSTREAM_SINK_LINGER_MS"):
         Settings(sink_batch_ms=100, sink_linger_ms=101).check()
