@@ -436,7 +436,14 @@ def stage_report(s: Settings, found: list[Arrival]) -> list[str]:
             if a.event in events and a.triples in triples]
     names = ("emit call -> events record (emitter)", "events record -> triples record (Kafka, worker)",
              "triples record -> seen in Neo4j (Kafka, sink, Neo4j, watcher)")
-    return [f"  {name}: {quantiles([c[i + 1] - c[i] for c in cuts])}" for i, name in enumerate(names)]
+    lines = [f"  {name}: {quantiles([c[i + 1] - c[i] for c in cuts])}" for i, name in enumerate(names)]
+    # Where the slowest 1 % spent their time: the same three stages, medians over those steps only.
+    slowest = sorted(cuts, key=lambda c: c[3] - c[0])[-max(1, len(cuts) // 100):]
+    start = min(c[0] for c in cuts)
+    lines.append("  slowest 1 %, median ms per stage (emitter / worker / sink): " + " / ".join(
+        f"{statistics.median(c[i + 1] - c[i] for c in slowest) * 1000:.0f}" for i in range(3))
+        + f"; emitted {min(c[0] for c in slowest) - start:.1f}-{max(c[0] for c in slowest) - start:.1f} s in")
+    return lines
 
 
 def tail_report(found: list[Arrival], settle: float = 5.0) -> str:
@@ -447,8 +454,14 @@ def tail_report(found: list[Arrival], settle: float = 5.0) -> str:
     slowest = sorted(found, key=lambda a: a.latency)[-max(1, len(found) // 100):]
     at = sorted(a.emitted - start for a in slowest)
     later = [a.latency for a in found if a.emitted - start >= settle]
+    windows = []  # p99 per 15-s window of emission: does the tail shrink as the servers' JIT settles?
+    for lo in range(0, int(max(a.emitted for a in found) - start) + 1, 15):
+        inside = sorted(a.latency for a in found if lo <= a.emitted - start < lo + 15)
+        if len(inside) >= 100:
+            windows.append(f"{lo}-{lo + 15} s {inside[int(len(inside) * 0.99)] * 1000:.0f}")
     return (f"  slowest 1 % emitted {at[0]:.1f}-{at[-1]:.1f} s into the run (median {at[len(at) // 2]:.1f} s); "
-            f"after the first {settle:.0f} s: {quantiles(later) if len(later) >= 100 else 'too few'}")
+            f"after the first {settle:.0f} s: {quantiles(later) if len(later) >= 100 else 'too few'}\n"
+            f"  p99 by window of emission (ms): {', '.join(windows)}")
 
 
 def quantiles(values: list[float]) -> str:

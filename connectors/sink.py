@@ -480,9 +480,10 @@ def connect(what: str, opener: Callable[[], T], stop: threading.Event,
             attempt += 1
 
 
-def _ready_store(store: Neo4jStore) -> None:
+def _ready_store(store: Neo4jStore, lanes: int) -> None:
     store.open()
     store.setup()
+    store.warm(lanes)
 
 
 def run_sink(settings: Settings, stop: threading.Event, on_ready: Callable[[], None] = lambda: None) -> SinkStats:
@@ -491,7 +492,7 @@ def run_sink(settings: Settings, stop: threading.Event, on_ready: Callable[[], N
 
     store = Neo4jStore(settings)
     try:
-        connect("Neo4j", lambda: _ready_store(store), stop, (StoreUnavailable,))
+        connect("Neo4j", lambda: _ready_store(store, max(1, settings.sink_writers)), stop, (StoreUnavailable,))
         connect("Kafka", lambda: ensure_topics(settings, role="sink"), stop, (KafkaError, ProvstreamError))
         consumer = connect("Kafka", lambda: open_consumer(settings), stop)
         try:

@@ -9,7 +9,9 @@ everything else :class:`StoreError`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, LiteralString
 
 from neo4j import ManagedTransaction
@@ -64,6 +66,29 @@ class Neo4jStore(DriverOwner):
             for i in range(0, len(iris), DELETE_BATCH):
                 chunk = list(iris[i:i + DELETE_BATCH])
                 session.execute_write(lambda tx, c=chunk: tx.run(statement, iris=c).consume())
+
+    def warm(self, connections: int = 1) -> None:
+        """Open ``connections`` pooled connections at once and run the write statement, with no rows, on each.
+
+        A sink calls this before it reports ready, so that its first batches (one transaction per
+        lane) start on open, authenticated connections with the statement already planned, instead
+        of each paying a Bolt log-in and the server's first planning while steps wait.
+
+        :param connections: how many transactions will run in parallel (the sink's lanes).
+        :raises StoreUnavailable: Neo4j cannot be reached.
+
+        Example: ``store.warm(settings.sink_writers)``.
+        """
+        together = threading.Barrier(connections, timeout=_RETRY_SECONDS)
+
+        def one() -> None:
+            with self._session() as session:
+                session.execute_write(_warm, together)
+
+        with translated("opening the write connections", self._settings), \
+                ThreadPoolExecutor(connections, thread_name_prefix="provstream-warm") as pool:
+            for done in [pool.submit(one) for _ in range(connections)]:
+                done.result()
 
     # -- write ------------------------------------------------------------------
 
@@ -169,6 +194,14 @@ class Neo4jStore(DriverOwner):
 # The driver may run these more than once (it retries transient failures), so
 # each must be idempotent: they only MERGE, SET to values from the batch, read,
 # or delete what matches.
+
+def _warm(tx: ManagedTransaction, together: threading.Barrier) -> None:
+    tx.run(q.WRITE_BATCH_QUERY, batch={"rows": []}).consume()
+    try:
+        together.wait()  # every connection held at once, so the pool opens one per lane
+    except threading.BrokenBarrierError:
+        pass  # fewer connections than lanes (a small pool, a retry): warming is best effort
+
 
 def _write_batch(tx: ManagedTransaction, rows: list[dict[str, Any]]) -> None:
     quiet = QuietRows(rows)

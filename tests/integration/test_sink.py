@@ -6,9 +6,11 @@ produced straight to this test's own triples topic (no worker needed).
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from rdflib.compare import isomorphic
@@ -194,3 +196,34 @@ def _oversized(template: StepTriples) -> StepTriples:
     bad = Triple(s, Iri("http://example.org/seeAlso"), Iri("urn:x:" + "a" * 40_000))
     return StepTriples(template.event_id + "-big", template.session_id, template.mechanism, template.seq,
                        template.user, template.collection, template.question, (bad,), template.status)
+
+
+def _open_bolt_sockets(port: int) -> int:
+    """This process's established TCP connections to ``port`` (from /proc: no extra dependency)."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port, state, inode = int(fields[2].rsplit(":", 1)[1], 16), fields[3], fields[9]
+            count += remote_port == port and state == "01" and inode in inodes
+    return count
+
+
+def test_warm_opens_a_connection_per_lane_and_writes_nothing(isolated: Settings) -> None:
+    port = int(isolated.neo4j_uri.rsplit(":", 1)[1])
+    others = _open_bolt_sockets(port)  # drivers other fixtures of this process may hold
+    with Neo4jStore(isolated) as store:
+        nodes = store.count_nodes()
+        store.warm(3)
+        assert _open_bolt_sockets(port) - others == 3
+        assert store.count_nodes() == nodes
+        store.warm(1)  # one lane: nothing to wait for
+    assert _open_bolt_sockets(port) == others  # closing the store closes them
