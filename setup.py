@@ -1,10 +1,12 @@
 """The compiled parts; everything else is in pyproject.toml.
 
-The C readers ``provstream.codec._triples_c`` and ``provstream.codec._events_c``
-and the sink's C rows ``provstream.connectors.neo4j._rows_c`` are optional:
-without a C compiler (or Python headers) the build goes on without them and the
-pure-Python triples reader, fastavro and the Python rows do their work. All
-three include ``_avro_c.h``, the Avro primitives and value checks they share.
+The C readers ``provstream.codec._triples_c`` and ``provstream.codec._events_c``,
+the Kafka record reader ``provstream.codec._kafka_c`` and the sink's C rows
+``provstream.connectors.neo4j._rows_c`` are optional: without a C compiler (or
+Python headers) the build goes on without them and the pure-Python triples
+reader, fastavro, kafka-python's own record reader and the Python rows do their
+work. The Avro ones include ``_avro_c.h``, the primitives and value checks they
+share.
 """
 
 from setuptools import Extension, setup
@@ -14,6 +16,7 @@ SHARED = ["provstream/codec/_avro_c.h"]
 setup(ext_modules=[
     Extension("provstream.codec._triples_c", ["provstream/codec/_triples_c.c"], depends=SHARED, optional=True),
     Extension("provstream.codec._events_c", ["provstream/codec/_events_c.c"], depends=SHARED, optional=True),
+    Extension("provstream.codec._kafka_c", ["provstream/codec/_kafka_c.c"], optional=True),
     Extension("provstream.connectors.neo4j._rows_c", ["connectors/neo4j/_rows_c.c"], depends=SHARED,
               include_dirs=["provstream/codec"], optional=True),
 ])

@@ -126,6 +126,9 @@ def kafka_python_options(settings: Settings, role: str) -> dict[str, Any]:
     >>> kafka_python_options(Settings(), "reader")
     {'bootstrap_servers': '127.0.0.1:9092', 'security_protocol': 'PLAINTEXT'}
     """
+    # Every kafka-python client is made with these options: its consumers read records in C from here on.
+    from provstream.codec import kafka_records  # noqa: F401 - installs the C reader at import
+
     protocol = _protocol(settings)
     options: dict[str, Any] = {"bootstrap_servers": settings.kafka_bootstrap, "security_protocol": protocol}
     if protocol in ("SSL", "SASL_SSL"):
