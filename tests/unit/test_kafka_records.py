@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import subprocess
 import sys
+import types
 from typing import Any
 
 import pytest
-from kafka.errors import CorruptRecordError
+from kafka.consumer.fetcher import ConsumerRecord, Fetcher
+from kafka.errors import CorruptRecordError, KafkaConnectionError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
+from kafka.structs import TopicPartition
 
 from provstream.codec import kafka_records
 
@@ -152,3 +157,191 @@ def test_corrupt_records_raise_corrupt_record_error_as_kafka_pythons_reader_does
 def test_records_read_through_the_reader_are_kafka_pythons_record_class() -> None:
     record = next(iter(DefaultRecordBatch(build(SAMPLE[:1]))))
     assert type(record).__name__ == "DefaultRecord" and record.checksum is None
+
+
+# -- the fetcher's loop: Fetcher.PartitionRecords._unpack_records --------------------------------------------------
+
+TP = TopicPartition("provstream.triples", 3)
+
+
+def partition_records(buffer: bytes, fetch_offset: int = 0, **options: Any) -> Any:
+    return Fetcher.PartitionRecords(fetch_offset, TP, MemoryRecords(buffer), **options)
+
+
+def drain(buffer: bytes, fetch_offset: int = 0, take: int | None = None, **options: Any) -> tuple[Any, ...]:
+    """What a fetcher's partition records yield for ``buffer``, ``take`` at a time, and their state after (an
+    error as its type: the two readers word some differently, as ``both`` finds)."""
+    parts = partition_records(buffer, fetch_offset, **options)
+    taken: list[Any] = []
+    error = None
+    while parts.record_iterator is not None and error is None:
+        try:
+            got = parts.take(take)
+        except CorruptRecordError as exc:
+            error = type(exc).__name__
+        else:
+            taken.append(got)
+            if not got:
+                break
+    return taken, error, parts.next_fetch_offset, parts.records_read, parts.bytes_read, parts.leader_epoch
+
+
+def fetch_both(buffer: bytes, **options: Any) -> tuple[Any, Any]:
+    c = drain(buffer, **options)
+    kafka_records.uninstall()
+    try:
+        py = drain(buffer, **options)
+    finally:
+        kafka_records.install()
+    return c, py
+
+
+@needs_c
+def test_the_fetchers_loop_is_replaced() -> None:
+    assert Fetcher.PartitionRecords._unpack_records is kafka_records._unpack_records_c
+
+
+@needs_c
+@pytest.mark.parametrize("take", [None, 1, 7, 500])
+def test_the_fetcher_yields_the_consumer_records_kafka_python_does(take: int | None) -> None:
+    buffer = build(SAMPLE) + build([(0, 5, b"k", b"v", [])]) + build([(i, 10 + i, b"%d" % i, b"v", [("h", b"%d" % i)])
+                                                                       for i in range(500)])
+    c, py = fetch_both(buffer, take=take)
+    assert c == py
+    records = [r for got in c[0] for r in got]
+    assert len(records) == len(SAMPLE) + 1 + 500 and all(type(r) is ConsumerRecord for r in records)
+    assert records[0].serialized_header_size == len("provstream.source.topic") + len(b"provstream.events") + \
+        len("provstream.source.offset") + 2
+    assert records[1].serialized_header_size == -1 and records[1].serialized_key_size == -1
+    assert records[2].serialized_value_size == -1 and records[2].checksum is None
+    assert c[2] == 500 and c[3] == len(records) and c[4] > 70_000
+
+
+@needs_c
+def test_the_fetcher_skips_records_before_the_fetch_offset_in_a_batch() -> None:
+    c, py = fetch_both(build([(i, 10 + i, None, b"v%d" % i, []) for i in range(10)]), fetch_offset=6)
+    assert c == py and [r.offset for got in c[0] for r in got] == [6, 7, 8, 9]
+
+
+@needs_c
+def test_the_fetcher_on_compressed_log_append_and_control_batches() -> None:
+    log_append = bytearray(build(SAMPLE[:3]))
+    (attributes,) = struct.unpack_from(">h", log_append, _ATTRIBUTES_AT)
+    struct.pack_into(">h", log_append, _ATTRIBUTES_AT, attributes | DefaultRecordBatch.TIMESTAMP_TYPE_MASK)
+    control = bytearray(build([(3, 5, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [])]))
+    struct.pack_into(">h", control, _ATTRIBUTES_AT, attributes | DefaultRecordBatch.CONTROL_MASK)
+    later = bytearray(build([(0, 7, b"k", b"after the marker", [])]))
+    struct.pack_into(">q", later, 0, 4)
+    buffer = build(SAMPLE, compression=DefaultRecordBatch.CODEC_GZIP) + bytes(log_append) + bytes(control) + \
+        bytes(later)
+    c, py = fetch_both(buffer, check_crcs=False)  # the edited attributes no longer match the batches' CRCs
+    assert c == py
+    records = [r for got in c[0] for r in got]
+    assert [r.value for r in records][-1] == b"after the marker" and len(records) == len(SAMPLE) + 3 + 1
+    assert {r.timestamp_type for r in records[len(SAMPLE):-1]} == {1}
+
+
+@needs_c
+def test_the_fetcher_checks_batch_crcs() -> None:
+    buffer = bytearray(build(SAMPLE[:2]))
+    buffer[-1] ^= 0xFF
+    c, py = fetch_both(bytes(buffer))
+    assert c == py and c[1] == "CorruptRecordError"
+    with pytest.raises(CorruptRecordError, match="failed crc check"):
+        partition_records(bytes(buffer)).take()
+
+
+@needs_c
+def test_the_fetcher_on_a_legacy_batch() -> None:
+    b = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    for i in range(5):
+        b.append(i, timestamp=1000 + i, key=b"k%d" % i, value=b"v" * i)
+    c, py = fetch_both(bytes(b.build()))
+    assert c == py and [r.value for got in c[0] for r in got] == [b"v" * i for i in range(5)]
+
+
+@needs_c
+@pytest.mark.parametrize("buffer", corrupt_variants())
+def test_the_fetcher_yields_the_records_before_a_corrupt_one_then_raises(buffer: bytes) -> None:
+    good = build([(i, 10 + i, b"k", b"v%d" % i, []) for i in range(3)])
+    c, py = fetch_both(good + buffer, check_crcs=False, take=2)
+    assert c == py  # a batch cut short is no batch to MemoryRecords: no error, as in kafka-python
+    assert [r.value for got in c[0] for r in got][:3] == [b"v0", b"v1", b"v2"]
+
+
+@needs_c
+@pytest.mark.parametrize("take", [None, 1])
+def test_the_fetcher_yields_a_batchs_records_before_its_corrupt_one(take: int | None) -> None:
+    batch = build([(i, 10 + i, b"k", b"v%d" % i, []) for i in range(3)])
+    c, py = fetch_both(batch[:-1] + b"\x01", check_crcs=False, take=take)  # the third record: -1 headers
+    assert c == py and c[1] == "CorruptRecordError"
+    assert [r.value for got in c[0] for r in got] == [b"v0", b"v1"] and c[2] == 2
+
+
+@needs_c
+def test_consumers_with_deserializers_keep_kafka_pythons_loop() -> None:
+    class Upper:
+        def deserialize(self, topic: str, headers: Any, data: bytes | None) -> Any:
+            return data.upper() if data is not None else None
+
+    c, py = fetch_both(build(SAMPLE[:2]), key_deserializer=Upper(), value_deserializer=Upper())
+    assert c == py and c[0][0][1].value == b"VALUE WITHOUT A KEY"
+
+
+@needs_c
+def test_read_records_rejects_a_class_that_is_not_a_namedtuple() -> None:
+    from provstream.codec import _kafka_c  # type: ignore[attr-defined]
+
+    with pytest.raises(TypeError, match="namedtuple"):
+        _kafka_c.read_records(build(SAMPLE[:1]), _RECORDS_AT, 1, 0, 0, False, "t", 0, -1, dict)
+
+
+@needs_c
+def test_read_records_does_not_leak() -> None:
+    from provstream.codec import _kafka_c  # type: ignore[attr-defined]
+
+    buffer = build(SAMPLE[:3])
+    bad = corrupt_variants()[4]
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            _kafka_c.read_records(buffer, _RECORDS_AT, 3, 0, 0, False, "t", 0, -1, ConsumerRecord)
+            _kafka_c.read_records(bad, _RECORDS_AT, 1, 0, 0, False, "t", 0, -1, ConsumerRecord)
+
+    rounds(3_000)
+    sizes = []
+    for _ in range(3):
+        rounds(3_000)
+        with open("/proc/self/statm") as statm:
+            sizes.append(int(statm.read().split()[1]))
+    assert sizes[2] - sizes[0] < 256  # pages: a leak of one record a round would be thousands
+
+
+# -- the socket reads: KafkaTCPTransport._sock_recv -------------------------------------------------------------
+
+def receive_all(recv: Any, sock: socket.socket, expected: int) -> tuple[bytes, int]:
+    transport = types.SimpleNamespace(_sock=sock)
+    got, calls = b"", 0
+    while len(got) < expected:
+        data, err = recv(transport)
+        assert err is None
+        got += data
+        calls += 1
+    return got, calls
+
+
+@pytest.mark.parametrize("size", [1, 4096, 65_536, 150_000])
+def test_the_socket_read_returns_what_kafka_pythons_does(size: int) -> None:
+    payload = bytes(range(256)) * (size // 256 + 1)
+    payload = payload[:size]
+    for recv in (kafka_records._sock_recv, kafka_records._sock_recv_py):
+        reader, writer = socket.socketpair()
+        with reader, writer:
+            reader.setblocking(False)
+            writer.sendall(payload)
+            got, _ = receive_all(recv, reader, size)
+            assert got == payload
+            assert recv(types.SimpleNamespace(_sock=reader)) == (b"", None)  # nothing left: no error
+            writer.close()
+            data, err = recv(types.SimpleNamespace(_sock=reader))
+            assert data == b"" and isinstance(err, KafkaConnectionError)
