@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 
 from provstream.codec import records as wire
 from provstream.core.fold import FoldState, fold
+from provstream.core.frozen import quick_init
 from provstream.errors import DecodeError, EncodeError, InvalidEvent
 
 Lookup = Callable[[str], FoldState | None]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """What the fold needs of a Kafka message: its key and value bytes."""
@@ -28,12 +30,14 @@ class Message:
     value: bytes | None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Accepted:
     session_id: str
     triples: bytes  # an encoded provstream.StepTriples
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Rejected:
     """A message for the dead-letter topic; ``internal`` means a bug, not bad input."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from provstream.core import events as ev
 from provstream.core import vocab as v
+from provstream.core.frozen import quick_init
 from provstream.core.triples import Iri, Literal, QuotedTriple, SessionState, SessionStatus, StepTriples, Triple
 from provstream.errors import InvalidEvent
 
@@ -35,7 +36,8 @@ _STEP_KEYS: dict[type, str] = {
 }
 
 
-@dataclass(frozen=True)
+@quick_init
+@dataclass(frozen=True, slots=True)
 class FoldState:
     """What one session needs: its scope, the steps seen (key -> event id), the announced iteration count."""
 

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Union
 
+from provstream.core.frozen import quick_init
 from provstream.core.vocab import GRAPH, Mechanism
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Iri:
     value: str
@@ -17,6 +19,7 @@ class Iri:
         return f"<{self.value}>"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Literal:
     """A literal; ``datatype`` ``None`` is a plain string (xsd:string)."""
@@ -30,6 +33,7 @@ class Literal:
         return f'"{self.value}"{suffix}'
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class QuotedTriple:
     """An RDF-star quoted triple used as an object (GraphRAG's ``tg:edge``)."""
@@ -45,6 +49,7 @@ class QuotedTriple:
 Term = Union[Iri, Literal, QuotedTriple]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Triple:
     s: Iri
@@ -69,6 +74,7 @@ class SessionState(StrEnum):
 STATUS_WORDS: Final = {"OPEN": "open", "CONCLUDED": "complete", "INCOMPLETE": "incomplete"}
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SessionStatus:
     """Completeness of a session after a step.
@@ -85,6 +91,7 @@ class SessionStatus:
     missing: tuple[int, ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StepTriples:
     """The triples one event produced, with the session's scope and status."""
