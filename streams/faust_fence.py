@@ -62,6 +62,9 @@ UPSTREAM: Final = {
     "faust.streams:Stream._enable_passive": "356274e655d9b08b",
     # its `sleep` (asyncio.sleep, one loop trip per event) replaced by faust_speedups.SometimesYield
     "faust._cython.streams:StreamIterator.next": "c774d1c1555e920d",
+    # replaced by faust_speedups (the setting each reads, read once)
+    "faust.transport.producer:ProducerBuffer.size": "d9d0567eb7cfc388",
+    "faust.app.base:App.create_event": "f558911ecd766e3c",
     # wrapped by faust_speedups.without_monitor
     "faust.app.base:App.on_init_dependencies": "ffe75fe2458138c1",
     # extended by runner.QuietWorker (one of each repeated warning/error per 30 s on the log handlers)

@@ -42,6 +42,15 @@ the others finish at once. Other tasks (the fetcher, the producer, timers)
 still run at least every that many events, and whenever the stream waits
 for an event or for its batch to be taken (BENCHMARKS.md, "Throughput, ninth
 pass").
+
+**Two settings read once, not per message.** Faust's settings object
+resolves every attribute through ``SettingsRegistry.__getattribute__`` and a
+``Param`` descriptor; two of them were read for every message: the
+conductor's ``wait_until_ebb`` reads ``ProducerBuffer.size``, which reads
+``conf.producer_threaded``, and the channel's decoding calls
+``App.create_event``, which reads ``conf.Event``. Here each is read on
+first use and kept on the buffer and the app (2.5 % of the worker's samples
+before; BENCHMARKS.md, "Throughput, thirteenth pass").
 """
 
 from __future__ import annotations
@@ -50,8 +59,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, cast
 
-from faust import Sensor
+from faust import App, Sensor
 from faust.transport import consumer as faust_consumer
+from faust.transport import producer as faust_producer
 
 try:
     from faust._cython import streams as faust_cython_streams
@@ -73,6 +83,8 @@ def apply() -> None:
         return
     cls._drain_messages = _drain_messages  # type: ignore[method-assign]
     cls.on_buffer_drop = _waking_on_buffer_drop(cls.on_buffer_drop)  # type: ignore[method-assign,assignment]
+    faust_producer.ProducerBuffer.size = property(_buffer_size)  # type: ignore[assignment,method-assign]
+    App.create_event = _create_event  # type: ignore[method-assign]
     if faust_cython_streams is not None and getattr(faust_cython_streams, "sleep", None) is asyncio.sleep:
         faust_cython_streams.sleep = SometimesYield(STREAM_YIELD_EVERY)
     setattr(cls, _APPLIED, True)
@@ -243,6 +255,30 @@ async def _drain_messages(self: Any, fetcher: Any) -> None:  # pragma: no cover 
     finally:
         unset_flag(flag_consumer_fetching)
 
+
+
+_THREADED = "_provstream_producer_threaded"
+_EVENT_CLASS = "_provstream_event_class"
+
+
+def _buffer_size(self: Any) -> int:
+    """faust-streaming 0.15.3's ``ProducerBuffer.size``, with ``conf.producer_threaded`` read once."""
+    threaded = self.__dict__.get(_THREADED)
+    if threaded is None:
+        threaded = self.__dict__[_THREADED] = bool(self.app.conf.producer_threaded)
+    if threaded:
+        if not self.queue:
+            return 0
+        return len(self.queue._queue)
+    return len(self.pending._queue)
+
+
+def _create_event(self: Any, key: Any, value: Any, headers: Any, message: Any) -> Any:
+    """faust-streaming 0.15.3's ``App.create_event``, with ``conf.Event`` read once."""
+    event_class = self.__dict__.get(_EVENT_CLASS)
+    if event_class is None:
+        event_class = self.__dict__[_EVENT_CLASS] = self.conf.Event
+    return event_class(self, key, value, headers, message)
 
 
 def without_monitor(app: Any) -> None:

@@ -208,3 +208,49 @@ def test_sometimes_yield_keeps_real_delays() -> None:
         return await sleep(0.001, "slept")
 
     assert asyncio.run(main()) == "slept"
+
+
+class _Conf:
+    """A settings stand-in that counts its reads, as Faust's registry resolves each one."""
+
+    def __init__(self, **values: object) -> None:
+        self.values = values
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> object:
+        self.reads += 1
+        return self.values[name]
+
+
+def test_the_settings_read_per_message_are_read_once() -> None:
+    from faust import App
+    from faust.transport.producer import ProducerBuffer
+
+    faust_speedups.apply()
+    assert ProducerBuffer.size.fget is faust_speedups._buffer_size  # type: ignore[attr-defined]
+    assert App.create_event is faust_speedups._create_event
+
+    pending: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(3):
+        pending.put_nowait(i)
+    conf = _Conf(producer_threaded=False)
+    buffer = types.SimpleNamespace(app=types.SimpleNamespace(conf=conf), pending=pending, queue=None)
+    assert [faust_speedups._buffer_size(buffer) for _ in range(5)] == [3] * 5 and conf.reads == 1
+    threaded = types.SimpleNamespace(app=types.SimpleNamespace(conf=_Conf(producer_threaded=True)), pending=pending,
+                                     queue=None)
+    assert faust_speedups._buffer_size(threaded) == 0  # no thread's queue yet
+    threaded.queue = asyncio.Queue()
+    threaded.queue.put_nowait(1)
+    assert faust_speedups._buffer_size(threaded) == 1
+
+    made = []
+
+    class Event:
+        def __init__(self, *args: object) -> None:
+            made.append(args)
+
+    conf = _Conf(Event=Event)
+    app = types.SimpleNamespace(conf=conf)
+    events = [faust_speedups._create_event(app, b"k", i, [], "message") for i in range(4)]
+    assert all(isinstance(e, Event) for e in events) and conf.reads == 1
+    assert made[2] == (app, b"k", 2, [], "message")
