@@ -77,7 +77,8 @@ STREAM_YIELD_EVERY = 64
 
 
 def apply() -> None:
-    """Patch :class:`faust.transport.consumer.Consumer` and the Cython stream iterator's ``sleep`` (idempotent)."""
+    """Patch :class:`faust.transport.consumer.Consumer`, ``ProducerBuffer.size``, ``App.create_event`` and the
+    Cython stream iterator's ``sleep`` (idempotent)."""
     cls = faust_consumer.Consumer
     if getattr(cls, _APPLIED, False):
         return
