@@ -48,18 +48,17 @@ def quick_init(cls: T) -> T:
     fields = dataclasses.fields(cls)
     if len(fields) != len(all_fields):
         raise TypeError(f"{cls.__name__} has InitVar or ClassVar pseudo-fields")
-    names, args, setters, defaults = [], [], {}, {}
+    args, setters, defaults = [], {}, {}
     for f in fields:
         if not f.init or f.default_factory is not dataclasses.MISSING:
             raise TypeError(f"{cls.__name__}.{f.name}: init=False or a default factory")
-        names.append(f.name)
         setters[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
         if f.default is dataclasses.MISSING:
             args.append(f.name)
         else:
             defaults[f"_default_{f.name}"] = f.default
             args.append(f"{f.name}=_default_{f.name}")
-    body = "".join(f"        _set_{name}(self, {name})\n" for name in names) or "        pass\n"
+    body = "".join(f"        _set_{f.name}(self, {f.name})\n" for f in fields) or "        pass\n"
     source = (f"def _make({', '.join([*setters, *defaults])}):\n"
               f"    def __init__(self, {', '.join(args)}):\n{body}"
               "    return __init__\n")

@@ -319,15 +319,15 @@ def test_read_records_does_not_leak() -> None:
 
 # -- the socket reads: KafkaTCPTransport._sock_recv -------------------------------------------------------------
 
-def receive_all(recv: Any, sock: socket.socket, expected: int) -> tuple[bytes, int]:
+def receive_all(recv: Any, sock: socket.socket, expected: int) -> bytes:
+    """What ``recv`` reads from ``sock`` over as many calls as ``expected`` bytes take."""
     transport = types.SimpleNamespace(_sock=sock)
-    got, calls = b"", 0
+    got = b""
     while len(got) < expected:
         data, err = recv(transport)
         assert err is None
         got += data
-        calls += 1
-    return got, calls
+    return got
 
 
 @pytest.mark.parametrize("size", [1, 4096, 65_536, 150_000])
@@ -339,8 +339,7 @@ def test_the_socket_read_returns_what_kafka_pythons_does(size: int) -> None:
         with reader, writer:
             reader.setblocking(False)
             writer.sendall(payload)
-            got, _ = receive_all(recv, reader, size)
-            assert got == payload
+            assert receive_all(recv, reader, size) == payload
             assert recv(types.SimpleNamespace(_sock=reader)) == (b"", None)  # nothing left: no error
             writer.close()
             data, err = recv(types.SimpleNamespace(_sock=reader))
