@@ -18,10 +18,16 @@ pass"):
 - ``KafkaTCPTransport._sock_recv``: :func:`_sock_recv` reads 64 KiB at a
   time and stops at a short read instead of at ``BlockingIOError`` (TLS
   connections keep kafka-python's).
+- ``NetworkSelector.register_event``: :func:`_register_event` registers a
+  socket the selector does not hold yet without first asking for its key:
+  the standard library answers that question with a ``KeyError`` whose
+  message holds the socket's ``repr`` (two system calls, twice), and
+  kafka-python asks it on every wait for a response.
 
 The C readers are not used when the extension was not built, with
 ``PROVSTREAM_NO_C_EXTENSIONS=1``, or when kafka-python is not the 3.0 release
-they were written against; the receive is kept for any kafka-python 3.0.
+they were written against; the receive and the registration are kept for any
+kafka-python 3.0.
 
 Example::
 
@@ -34,12 +40,14 @@ Example::
 
 from __future__ import annotations
 
+import selectors
 from collections.abc import Callable
 from typing import Any
 
 import kafka
 from kafka import errors as _errors
 from kafka.consumer import fetcher as _fetcher
+from kafka.net import selector as _selector
 from kafka.net import transport as _transport
 from kafka.record import default_records as _records
 
@@ -50,6 +58,7 @@ _read_msg_py: Callable[[Any], Any] = _Batch._read_msg
 _PartitionRecords = _fetcher.Fetcher.PartitionRecords
 _unpack_records_py: Callable[..., Any] = _PartitionRecords._unpack_records
 _sock_recv_py: Callable[[Any], Any] = _transport.KafkaTCPTransport._sock_recv
+_register_event_py: Callable[..., None] = _selector.NetworkSelector.register_event
 _KAFKA_30 = kafka.__version__.startswith("3.0.")
 
 
@@ -197,6 +206,21 @@ def _sock_recv(self: Any) -> tuple[bytes, Exception | None]:
     return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), err
 
 
+def _register_event(self: Any, fileobj: Any, event: int, task: Any) -> None:
+    """kafka-python 3.0's ``NetworkSelector.register_event``; a socket the selector does not hold yet is
+    registered without the ``KeyError`` (and the socket's ``repr``) of ``get_key``. A socket it holds, a
+    closed selector and a selector without the standard library's key map take kafka-python's own path."""
+    selector = self._selector
+    keys = getattr(selector, "_fd_to_key", None)
+    if keys is None or selector.get_map() is None or selector._fileobj_lookup(fileobj) in keys:
+        _register_event_py(self, fileobj, event, task)
+        return
+    _selector.log_trace("net.register_event: %s, %s, %s", fileobj, event, task)
+    if not isinstance(task, _selector.Task):
+        task = _selector.Task(task)
+    selector.register(fileobj, event, (task, None) if event == selectors.EVENT_READ else (None, task))
+
+
 def install() -> bool:
     """Read kafka-python's records in C from now on (idempotent).
 
@@ -204,6 +228,7 @@ def install() -> bool:
     """
     if _KAFKA_30:
         _transport.KafkaTCPTransport._sock_recv = _sock_recv
+        _selector.NetworkSelector.register_event = _register_event
     if _read_record is None:
         return False
     _Batch._read_msg = _read_msg_c
@@ -216,6 +241,7 @@ def uninstall() -> None:
     _Batch._read_msg = _read_msg_py
     _PartitionRecords._unpack_records = _unpack_records_py
     _transport.KafkaTCPTransport._sock_recv = _sock_recv_py
+    _selector.NetworkSelector.register_event = _register_event_py
 
 
 INSTALLED = install()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import selectors
 import socket
 import struct
 import subprocess
@@ -344,3 +345,99 @@ def test_the_socket_read_returns_what_kafka_pythons_does(size: int) -> None:
             writer.close()
             data, err = recv(types.SimpleNamespace(_sock=reader))
             assert data == b"" and isinstance(err, KafkaConnectionError)
+
+
+# -- the selector: NetworkSelector.register_event ----------------------------------------------------------------
+
+class _CountedSocket(socket.socket):
+    """A socket that counts its ``repr`` calls (each is a getsockname and a getpeername)."""
+
+    reprs = 0
+
+    def __repr__(self) -> str:
+        type(self).reprs += 1
+        return super().__repr__()
+
+
+def _state(net: Any) -> list[tuple[int, int, tuple[Any, Any]]]:
+    return sorted((k.fd, k.events, tuple(type(t).__name__ if t is not None else None for t in k.data))
+                  for k in net._selector.get_map().values())
+
+
+def _register_both_ways(steps: list[tuple[str, int]]) -> tuple[Any, Any]:
+    """The selector's keys (or the error) after ``steps`` of (socket name, event), with each implementation."""
+    from kafka.net.selector import NetworkSelector
+
+    out = []
+    for register in (kafka_records._register_event, kafka_records._register_event_py):
+        net = NetworkSelector()
+        a, b = socket.socketpair()
+        try:
+            socks = {"a": a, "b": b}
+            try:
+                for name, event in steps:
+                    register(net, socks[name], event, lambda: None)
+                result: Any = [(fd - a.fileno(), ev, data) for fd, ev, data in _state(net)]
+            except Exception as exc:  # noqa: BLE001 - the outcome compared
+                result = (type(exc), str(exc).split(" for fileobj")[0])
+            out.append(result)
+        finally:
+            net.close()
+            a.close()
+            b.close()
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("steps", [
+    [("a", 1)],
+    [("a", 2)],
+    [("a", 1), ("a", 2)],
+    [("a", 2), ("a", 1)],
+    [("a", 1), ("b", 1), ("b", 2)],
+    [("a", 1), ("a", 1)],
+    [("a", 2), ("a", 2)],
+])
+def test_registering_a_wait_leaves_the_selector_as_kafka_pythons_does(steps: list[tuple[str, int]]) -> None:
+    new, old = _register_both_ways(steps)
+    assert new == old
+
+
+def test_registering_an_unregistered_socket_does_not_format_it() -> None:
+    from kafka.net.selector import NetworkSelector
+
+    net = NetworkSelector()
+    a = _CountedSocket()
+    try:
+        _CountedSocket.reprs = 0
+        kafka_records._register_event(net, a, selectors.EVENT_READ, lambda: None)
+        assert _CountedSocket.reprs == 0
+        assert net._selector.get_key(a).events == selectors.EVENT_READ
+        net.unregister_event(a, selectors.EVENT_READ)
+        kafka_records._register_event_py(net, a, selectors.EVENT_READ, lambda: None)
+        assert _CountedSocket.reprs == 2  # kafka-python's: the KeyError message, twice
+    finally:
+        net.close()
+        a.close()
+
+
+def test_registering_on_a_closed_selector_or_a_closed_socket_fails_as_kafka_pythons_does() -> None:
+    from kafka.net.selector import NetworkSelector
+
+    for register in (kafka_records._register_event, kafka_records._register_event_py):
+        net = NetworkSelector()
+        a, b = socket.socketpair()
+        net._selector.close()
+        with pytest.raises(RuntimeError, match="Selector is closed"):
+            register(net, a, selectors.EVENT_READ, lambda: None)
+        net = NetworkSelector()
+        a.close()
+        with pytest.raises(ValueError):
+            register(net, a, selectors.EVENT_READ, lambda: None)
+        net.close()
+        b.close()
+
+
+def test_the_registration_is_replaced_with_kafka_python_3_0() -> None:
+    from kafka.net.selector import NetworkSelector
+
+    assert NetworkSelector.register_event is kafka_records._register_event
