@@ -381,7 +381,7 @@ wait_ready() {
       unauthorised=0
     fi
     ((SECONDS < deadline)) || return 1
-    sleep 0.5
+    sleep 0.2
   done
 }
 
