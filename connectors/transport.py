@@ -26,6 +26,7 @@ from provstream.errors import DeliveryFailed, EmitError, EmitTimeout
 from provstream.publish import BatchPublisher
 from provstream.security import aiokafka_options
 from provstream.settings import Settings
+from provstream.topics import KeyPartitioner
 
 # Extra time flush(None) allows past _DELIVERY_S and the buffer's block time.
 _FLUSH_MARGIN_S = 5.0
@@ -121,6 +122,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
         "max_request_size": max(settings.max_message_bytes + 64 * 1024, 1_048_576),
         "request_timeout_ms": max(settings.emit_block_ms, 30_000),
         "compression_type": None,
+        "partitioner": KeyPartitioner(),  # aiokafka's default partitioner, its murmur2 in C
     }
 
 

@@ -147,6 +147,7 @@ def _config(settings: Settings, options: WorkerOptions) -> dict[str, Any]:
         "broker_session_timeout": 10.0,
         "broker_heartbeat_interval": 1.0,
         "producer_linger_ms": 5,
+        "producer_partitioner": topics.KeyPartitioner(),  # the changelog's: murmur2 in C
         "producer_max_batch_size": 256 * 1024,
         "producer_max_request_size": max(settings.max_message_bytes + 64 * 1024, 1_048_576),
         "stream_buffer_maxsize": 8192,

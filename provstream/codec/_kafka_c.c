@@ -355,7 +355,47 @@ done:
     return result;
 }
 
+/* Java's Utils.murmur2 (Kafka's default partitioner), as kafka-python's and aiokafka's pure-Python
+   murmur2: the unsigned 32-bit hash of the bytes. */
+static PyObject *
+murmur2(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *data = (const unsigned char *)view.buf;
+    Py_ssize_t length = view.len, tail = length & ~(Py_ssize_t)3;
+    const uint32_t m = 0x5BD1E995u;
+    uint32_t h = 0x9747B28Cu ^ (uint32_t)length;
+    for (Py_ssize_t i = 0; i < tail; i += 4) {
+        uint32_t k = (uint32_t)data[i] | ((uint32_t)data[i + 1] << 8) | ((uint32_t)data[i + 2] << 16)
+                     | ((uint32_t)data[i + 3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)data[tail + 2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)data[tail + 1] << 8;
+        /* fall through */
+    case 1:
+        h ^= (uint32_t)data[tail];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(h);
+}
+
 static PyMethodDef methods[] = {
+    {"murmur2", (PyCFunction)murmur2, METH_O, "murmur2(data) -> Java's murmur2 of the bytes (unsigned 32 bits)"},
     {"read_record", (PyCFunction)(void (*)(void))read_record, METH_FASTCALL,
      "read_record(buffer, pos, base_offset, timestamp_base, log_append_time, record_class) -> (record, next_pos)"},
     {"read_records", (PyCFunction)(void (*)(void))read_records, METH_FASTCALL,
