@@ -27,7 +27,9 @@ a session's state stays co-partitioned with its events. ``--batch-size 1``
 keeps per-event processing available.
 
 Throughput (figures in BENCHMARKS.md, "Fold worker" and "End to end"): triples
-go out as one record batch per partition (:mod:`.publish`); Faust's fetcher
+and the table's changelog records go out as one record batch per partition
+(:mod:`.publish`; the table is written beside Faust's per-key path, with the
+same records, see :meth:`_Fold._store`); Faust's fetcher
 delivers a message without creating tasks when nothing has to wait
 (:mod:`.faust_speedups`). The worker folds in its own process; with
 ``PROVSTREAM_WORKER_FOLD_PROCESS=1`` batches are folded in a helper process
@@ -53,6 +55,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import faust
+from faust.serializers import codecs as faust_codecs
 from faust.types import EventT, StreamT
 
 from provstream import topics
@@ -159,7 +162,7 @@ def _config(settings: Settings, options: WorkerOptions) -> dict[str, Any]:
 class _Fold:
     """The agent bodies: read the batch, fold it, write state, triples and dead letters.
 
-    Triples and dead letters go straight to the producer. Faust flushes the
+    Triples, changelog records and dead letters go straight to the producer. Faust flushes the
     producer before it commits offsets; a record that Kafka finally refused
     (after the producer's own retries) ends the process before any later
     commit, so its event is folded again on restart: nothing is skipped.
@@ -175,6 +178,15 @@ class _Fold:
     helper: FoldProcess | None = None
     retention_s: float = 0.0  # 0: sessions are never forgotten
     started: float = field(default_factory=time.time)
+
+    changelog: BatchPublisher | None = None
+    # held while changelog records are submitted, and by forget_idle from choosing the sessions to drop
+    # until their tombstones are submitted: the changelog gets the table's changes in the order made
+    changelog_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        # the table's own value codec (json): its changelog records are the bytes Faust would send
+        self.state_codec = faust_codecs.get_codec(self.table.value_serializer)
 
     async def per_event(self, stream: StreamT) -> None:
         async for event in stream.events():
@@ -244,12 +256,12 @@ class _Fold:
         folding = self._fold_in_helper(batch) if batch is not None else None
         while batch is not None and folding is not None:
             outcomes, changed = await folding
-            self._store(changed)
+            changelog = self._store(changed)
             ready = not queue.empty()
             upcoming = queue.get_nowait() if ready else None
             if upcoming is not None:
                 folding = self._fold_in_helper(upcoming)
-            await self._publish(batch, outcomes)
+            await self._publish(batch, outcomes, changelog)
             for event in batch:
                 event.message.ack(consumer)
             if not ready:
@@ -267,8 +279,8 @@ class _Fold:
         try:
             self._check(batch)
             result = fold_batch([Message(e.message.key, e.message.value) for e in batch], self._lookup, self.max_bytes)
-            self._store({sid: state.to_dict() for sid, state in result.changed.items()})
-            await self._publish(batch, result.outcomes)
+            changelog = self._store({sid: state.to_dict() for sid, state in result.changed.items()})
+            await self._publish(batch, result.outcomes, changelog)
         except asyncio.CancelledError:  # only a send waiting on a full producer buffer can be interrupted
             log.critical("stopped while publishing a batch; exiting before its offsets are committed")
             os._exit(75)
@@ -306,13 +318,31 @@ class _Fold:
             # sessions other than the keys' (the fold rejects those events, so this is a safety net)
             states.update((sid, self.table.get(sid.encode())) for sid in folded)
 
-    def _store(self, changed: dict[str, StateDict]) -> None:
+    def _store(self, changed: dict[str, StateDict]) -> list[tuple[bytes, bytes | None]]:
+        """Put the changed sessions' states in the table; return their changelog records, for :meth:`_publish`.
+
+        What ``table[key] = state`` does in Faust (``Table.on_key_set``: one changelog record through its
+        producer buffer, then the store), with the records sent as whole record batches like the triples:
+        the same key and value bytes, on the same partition, under the same guarantee (Faust flushes the
+        producer before it commits the events' offsets). The store is Faust's memory store, for which that
+        record's delivery callback does nothing (``faust_fence`` holds the functions this follows).
+
+        :param changed: session id -> its new state (``FoldState.to_dict()``), stamped here with ``touched``.
+        :returns: the changelog records ``(key, value)``, in the order of ``changed``.
+        """
         now = time.time()
+        store = self.table.data
+        records: list[tuple[bytes, bytes | None]] = []
         for session_id, state in changed.items():
             state[TOUCHED] = now  # for forget_idle; the fold ignores it
-            self.table[session_id.encode()] = state
+            key = session_id.encode()
+            store[key] = state
+            records.append((key, self.state_codec.dumps(state)))
+        return records
 
-    async def _publish(self, batch: Sequence[EventT], outcomes: Sequence[Outcome]) -> None:
+    async def _publish(self, batch: Sequence[EventT], outcomes: Sequence[Outcome],
+                       changelog: list[tuple[bytes, bytes | None]]) -> None:
+        await self._send_changelog(changelog)
         triples = [(o.session_id.encode(), o.triples,  # the headers name the event: offset lineage
                     topics.lineage_headers(e.message.topic, e.message.partition, e.message.offset))
                    for e, o in zip(batch, outcomes, strict=True) if isinstance(o, Accepted)]
@@ -327,6 +357,20 @@ class _Fold:
             self.publisher = BatchPublisher(faust_fence.raw_producer(self.app), self.triples_topic)
         return self.publisher
 
+    async def _send_changelog(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Publish the table's changelog records (a value of ``None`` is a tombstone); a refused one ends the
+        process before the next commit, as a refused triples record does."""
+        if records:
+            async with self.changelog_lock:
+                await self._submit_changelog(records)
+
+    async def _submit_changelog(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        if self.changelog is None:
+            topic = self.table.changelog_topic.get_topic_name()
+            self.changelog = BatchPublisher(faust_fence.raw_producer(self.app), topic)
+        for delivery in await self.changelog.publish(cast(list[tuple[bytes, bytes]], records)):
+            delivery.add_done_callback(_delivered)
+
     async def _dead_letter(self, m: Any, outcome: Rejected) -> Awaitable[Any]:
         level = logging.ERROR if outcome.internal else logging.WARNING
         log.log(level, "dead letter %s/%d@%d: %s", m.topic, m.partition, m.offset, outcome.reason)
@@ -340,9 +384,15 @@ class _Fold:
         """
         if not self.retention_s or self.app.rebalancing or faust_fence.in_recovery(self.app):
             return
-        idle = idle_keys(self.table.items(), time.time(), self.retention_s, unstamped=self.started)
-        for key in idle:
-            del self.table[key]  # a tombstone on the changelog
+        async with self.changelog_lock:
+            if self.app.rebalancing or faust_fence.in_recovery(self.app):  # began while a batch was published
+                return
+            idle = idle_keys(self.table.items(), time.time(), self.retention_s, unstamped=self.started)
+            store = self.table.data
+            for key in idle:
+                del store[key]
+            if idle:  # tombstones on the changelog, through the publisher the states go through
+                await self._submit_changelog([(key, None) for key in idle])
         if idle:
             log.info("forgot %d session(s) unchanged for %ds; %d kept", len(idle), self.retention_s, len(self.table))
 

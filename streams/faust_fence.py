@@ -69,6 +69,17 @@ UPSTREAM: Final = {
     "faust.app.base:App.on_init_dependencies": "ffe75fe2458138c1",
     # extended by runner.QuietWorker (one of each repeated warning/error per 30 s on the log handlers)
     "faust.worker:Worker.on_setup_root_logger": "650587e8d6d36bff",
+    # done by app._Fold itself (store, then the changelog record through a BatchPublisher): what
+    # `table[key] = state` and `del table[key]` do (a changelog record, then the store), and what the
+    # record's delivery callback does with a memory store (set_persisted_offset: nothing)
+    "faust.tables.table:Table.on_key_set": "0cb79da5f6fcf1db",
+    "faust.tables.table:Table.on_key_del": "a418c7177e1ebe64",
+    "faust.tables.base:Collection.send_changelog": "acd15729b1d3fb21",
+    "faust.tables.base:Collection._on_changelog_sent": "111970fd6e1effbb",
+    "faust.tables.base:Collection.data": "6eac370e67297e52",
+    "faust.stores.base:Store.set_persisted_offset": "1ed5deca99d3d68b",
+    "mode.utils.collections:ManagedUserDict.__setitem__": "8f0f4e5c9e4263c9",
+    "mode.utils.collections:ManagedUserDict.__delitem__": "daaf5224e4a6b203",
     # relied on: raw_producer(), committed_offsets(), in_recovery(), and the patched code's calls
     "faust.transport.drivers.aiokafka:Producer._ensure_producer": "7dcc5fae06118503",
     "faust.transport.consumer:Consumer._commit_offsets": "e2ab6185fcf7c9de",

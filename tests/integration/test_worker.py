@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -32,7 +33,8 @@ from provstream.core.fold import fold
 from provstream.core.triples import SessionState, StepTriples, Triple
 from provstream.read.rdf import to_graph
 from provstream.settings import Settings
-from provstream.topics import ERROR_HEADER, SOURCE_HEADERS
+from provstream.streams.expiry import TOUCHED
+from provstream.topics import ERROR_HEADER, SOURCE_HEADERS, partition_for
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2025, 3, 1, 12, tzinfo=UTC)
@@ -240,6 +242,32 @@ def test_garbage_and_invalid_events_go_to_the_dead_letter_topic(
         assert int(headers[SOURCE_HEADERS[1]]) in range(settings.partitions)
         assert int(headers[SOURCE_HEADERS[2]]) >= 0
     assert dict(garbage.headers)["origin"] == b"test"  # type: ignore[attr-defined]
+
+
+def test_the_changelog_holds_each_sessions_state_on_its_keys_partition(settings: Settings, unique: str) -> None:
+    sessions = bundled_sessions(settings, f"c{unique}")
+    expected = offline(sessions)
+    final: dict[bytes, dict[str, object]] = {}
+    for session in sessions:
+        state = None
+        for e in session:
+            state, _ = fold(state, e)
+        assert state is not None
+        final[session[0].session_id.encode()] = state.to_dict()
+    changelog = f"{settings.worker_app_id}-sessions-changelog"
+    with running_worker(settings):
+        send_events(settings, [e for session in sessions for e in session])
+        triples_covering(settings, set(expected))
+        last: dict[bytes, dict[str, object]] = {}
+        deadline = time.monotonic() + 30
+        while last != final and time.monotonic() < deadline:
+            last = {}
+            for r in read_topic(settings, changelog, 10**9, timeout=1.0):
+                assert r.partition == partition_for(r.key, settings.partitions)  # type: ignore[attr-defined]
+                value = json.loads(r.value)  # type: ignore[attr-defined]
+                assert isinstance(value.pop(TOUCHED), float)
+                last[r.key] = value  # type: ignore[attr-defined]
+    assert last == final, "the last changelog record of each session is its final state"
 
 
 def _tombstoned(s: Settings, key: bytes, timeout: float) -> bool:

@@ -71,3 +71,25 @@ def test_worker_command_options() -> None:
     worker_cmd.register(parser.add_subparsers())
     args = parser.parse_args(["worker", "--batch-size", "1", "--batch-ms", "20"])
     assert (args.batch_size, args.batch_ms, args.log_level, args.func) == (1, 20, "WARNING", worker_cmd.run)
+
+
+def test_the_table_changelog_records_are_the_bytes_faust_would_send(tmp_path: Path) -> None:
+    from provstream.core import vocab as v
+    from provstream.core.fold import FoldState
+    from provstream.streams.app import _Fold
+    from provstream.streams.expiry import TOUCHED
+
+    app = create_app(replace(Settings(), stack_dir=tmp_path))
+    table = app.tables[TABLE]
+    fold = _Fold(app=app, table=table, triples_topic="t", dlq_topic="d", max_bytes=1 << 20)
+    states = {"s-1": FoldState(v.Mechanism.AGENT, "u", "c", (("i1", "é-1"),), 3).to_dict(),
+              "s-2": FoldState(v.Mechanism.GRAPHRAG, "u", "c").to_dict()}
+    records = fold._store(states)
+    from faust.stores.memory import Store
+    assert isinstance(table.data, Store)  # its delivery callback (set_persisted_offset) does nothing
+    assert [key for key, _ in records] == [b"s-1", b"s-2"]
+    for (key, value), (session, state) in zip(records, states.items(), strict=True):
+        assert table.data[key] is state and TOUCHED in state
+        assert key == table.changelog_topic.prepare_key(session.encode(), table.key_serializer)[0]
+        assert value == table.changelog_topic.prepare_value(state, table.value_serializer)[0]
+        assert table[key] == state
