@@ -63,6 +63,7 @@ from provstream.topics import dead_letter_headers, retraction_of, source_of
 log = logging.getLogger("provstream.sink")
 
 BACKOFF_CAP = 5.0
+POLL_RETRY_CAP = 1.0  # the longest pause between polls while Kafka is away
 IDLE_POLL_MS = 200
 BUSY_POLL_MS = 5
 LANE_MIN = 50  # messages per parallel transaction below which a batch is not split
@@ -270,6 +271,7 @@ class Sink:
         self._lanes = ThreadPoolExecutor(max_workers=max(1, settings.sink_writers),
                                          thread_name_prefix="provstream-sink-lane")
         self._stats_lock = threading.Lock()
+        self._poll_failures = 0  # polls in a row that Kafka failed
 
     def run(self) -> SinkStats:
         self.consumer.subscribe([self.settings.triples_topic], listener=_Revocations(self))
@@ -323,7 +325,7 @@ class Sink:
                 return
             # While a write is in flight, poll in short slices so the batch closes soon after it ends.
             timeout = IDLE_POLL_MS if deadline is None else max(0, min(BUSY_POLL_MS, int((deadline - now) * 1000)))
-            polled = self.consumer.poll(timeout_ms=timeout, max_records=size - len(self.pending))
+            polled = self._poll(timeout, size - len(self.pending))
             for records in polled.values():
                 self.pending.extend(records)
             if not self.pending:
@@ -350,10 +352,36 @@ class Sink:
         assigned = self.consumer.assignment()
         self.consumer.pause(*assigned)
         try:
-            for records in self.consumer.poll(timeout_ms=0).values():
+            for records in self._poll(0).values():
                 self.pending.extend(records)  # partitions assigned meanwhile: kept for the next batch
         finally:  # a rebalance during the poll may have moved some of them away
             self.consumer.resume(*(set(assigned) & self.consumer.assignment()))
+
+    def _poll(self, timeout_ms: int, max_records: int | None = None) -> dict[Any, list[Record]]:
+        """``consumer.poll``, riding out a Kafka outage.
+
+        A retriable error (a broker, the group coordinator or the cluster's metadata out of reach: kafka-python
+        raises it from ``poll``) is logged and, after a pause (0.1 s, doubling up to
+        :data:`POLL_RETRY_CAP`), the poll returns nothing; the batch in flight and the records already
+        taken stay as they are, and their offsets are committed once Kafka answers again.
+
+        :param timeout_ms: as ``poll``'s.
+        :param max_records: as ``poll``'s (``None``: the consumer's ``max_poll_records``).
+        :returns: the records ``poll`` returned, by partition (empty after an error).
+        :raises ProvstreamError: Kafka refused the poll for good (an authorization error, say).
+        """
+        try:
+            polled: dict[Any, list[Record]] = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise ProvstreamError(f"cannot read {self.settings.triples_topic} from Kafka: {exc}") from exc
+            delay = backoff(self._poll_failures, POLL_RETRY_CAP)
+            self._poll_failures += 1
+            log.warning("cannot poll Kafka (%s); polling again in %.1f s", exc, delay)
+            self.stop.wait(delay)
+            return {}
+        self._poll_failures = 0
+        return polled
 
     # -- writer thread ---------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 from kafka.structs import TopicPartition
 
 from provstream.connectors.sink import Sink, _Revocations
-from provstream.errors import ConfigError
+from provstream.errors import ConfigError, ProvstreamError
 from provstream.settings import Settings
 
 Record = namedtuple("Record", "topic partition offset value key")
@@ -34,7 +34,7 @@ class FakeConsumer:
         assert set(tps) <= self.owned, "resuming a partition no longer assigned raises in kafka-python"
         self.resumed += tps
 
-    def poll(self, timeout_ms: int = 0) -> dict[Any, Any]:
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
         self.owned = {P0}  # a rebalance happens during the poll: P1 moves to another sink
         return {}
 
@@ -190,3 +190,57 @@ def test_the_linger_is_checked_against_the_batch_window() -> None:
         Settings(sink_batch_ms=100, sink_linger_ms=101).check()
     with pytest.raises(ConfigError, match="PROVSTREAM_SINK_LINGER_MS"):
         Settings(sink_linger_ms=-1).check()
+
+
+class OutageConsumer:
+    """Raises ``errors`` from its first polls (as kafka-python's poll does while brokers are away), then
+    returns one record per poll."""
+
+    def __init__(self, errors: list[Exception]) -> None:
+        self.errors = errors
+        self.polls = 0
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
+        self.polls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return {P0: [Record("t", 0, self.polls, b"", b"k")]}
+
+
+def test_a_kafka_outage_during_a_poll_is_ridden_out(caplog: pytest.LogCaptureFixture) -> None:
+    from kafka.errors import CoordinatorNotAvailableError, KafkaConnectionError
+
+    consumer = OutageConsumer([KafkaConnectionError("111 ECONNREFUSED"), CoordinatorNotAvailableError()])
+    sink = Sink(Settings(sink_batch_ms=60_000), store=None, consumer=consumer, producer=None,  # type: ignore[arg-type]
+                stop=threading.Event())
+    began = time.monotonic()
+    sink._fill(None)  # two empty polls after the errors, then the record (Neo4j idle: the batch closes)
+    while not sink.pending:
+        sink._fill(None)
+    assert [r.offset for r in sink.pending] == [3] and sink._poll_failures == 0
+    assert time.monotonic() - began >= 0.1 + 0.2  # paused 0.1 s, then 0.2 s
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["cannot poll Kafka (KafkaConnectionError: 111 ECONNREFUSED); polling again in 0.1 s",
+                        "cannot poll Kafka ([Error 15] CoordinatorNotAvailableError); polling again in 0.2 s"]
+
+
+def test_a_stop_during_an_outage_ends_the_pause() -> None:
+    from kafka.errors import KafkaConnectionError
+
+    stop = threading.Event()
+    stop.set()
+    sink = Sink(Settings(), store=None, consumer=OutageConsumer([KafkaConnectionError("x")] * 20),  # type: ignore[arg-type]
+                producer=None, stop=stop)
+    sink._poll_failures = 30  # a long outage: the pause would be the full cap
+    began = time.monotonic()
+    assert sink._poll(5) == {}
+    assert time.monotonic() - began < 0.5
+
+
+def test_a_poll_kafka_refuses_for_good_ends_the_sink_with_one_line() -> None:
+    from kafka.errors import TopicAuthorizationFailedError
+
+    sink = Sink(Settings(), store=None, consumer=OutageConsumer([TopicAuthorizationFailedError()]),  # type: ignore[arg-type]
+                producer=None, stop=threading.Event())
+    with pytest.raises(ProvstreamError, match="cannot read provstream.triples from Kafka: .*TopicAuthorizationFailed"):
+        sink._fill(None)
