@@ -20,6 +20,7 @@ from typing import Any
 from provstream.topics import PartitionMemo
 
 Headers = list[tuple[str, bytes]]
+Record = tuple[bytes, bytes | None] | tuple[bytes, bytes | None, Headers]  # a value of None is a tombstone
 
 
 class BatchPublisher:
@@ -30,13 +31,13 @@ class BatchPublisher:
         self._topic = topic
         self._memo = PartitionMemo()
 
-    async def publish(self, records: Iterable[tuple[bytes, bytes] | tuple[bytes, bytes, Headers]]
+    async def publish(self, records: Iterable[Record]
                       ) -> list[asyncio.Future[Any]]:
         """Queue ``records`` (key, value[, headers]) for delivery in their order per partition; one delivery
         future per record batch."""
         return [future for _, future in await self.publish_keyed(records)]
 
-    async def publish_keyed(self, records: Iterable[tuple[bytes, bytes] | tuple[bytes, bytes, Headers]],
+    async def publish_keyed(self, records: Iterable[Record],
                             keep_going: Callable[[], bool] | None = None,
                             ) -> list[tuple[list[bytes], asyncio.Future[Any]]]:
         """As :meth:`publish`, with the keys of each record batch's records beside its delivery future.
@@ -64,7 +65,7 @@ class BatchPublisher:
                     deliveries.append((keys, await self._submit(batch, partition, keep_going)))
                 batch, keys = open_batches[partition] = (self._producer.create_batch(), [])
                 if batch.append(timestamp=None, key=key, value=value, headers=headers) is None:
-                    too_large = ValueError(f"a {len(value)}-byte record does not fit in an empty record batch")
+                    too_large = ValueError(f"a {len(value or b'')}-byte record does not fit in an empty record batch")
                     if keep_going is None:
                         raise too_large
                     deliveries.append(([key], _failed(too_large)))

@@ -368,7 +368,7 @@ class _Fold:
         if self.changelog is None:
             topic = self.table.changelog_topic.get_topic_name()
             self.changelog = BatchPublisher(faust_fence.raw_producer(self.app), topic)
-        for delivery in await self.changelog.publish(cast(list[tuple[bytes, bytes]], records)):
+        for delivery in await self.changelog.publish(records):
             delivery.add_done_callback(_delivered)
 
     async def _dead_letter(self, m: Any, outcome: Rejected) -> Awaitable[Any]:

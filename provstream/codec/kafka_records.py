@@ -222,7 +222,8 @@ def _register_event(self: Any, fileobj: Any, event: int, task: Any) -> None:
 
 
 def install() -> bool:
-    """Read kafka-python's records in C from now on (idempotent).
+    """Read kafka-python's records in C from now on, and its sockets with :func:`_sock_recv` and
+    :func:`_register_event` (idempotent).
 
     :returns: whether the C readers are in place (``False``: kafka-python's own record reader stays).
     """
