@@ -150,9 +150,51 @@ def _signature(props: Mapping[str, Any], candidates: set[str] | None = None,
                empty: list[str] | None = None) -> Signature:
     """The sorted (name, column type) of ``props`` but ``iri`` and empty lists.
 
+    A signature is worked out once per shape (the names, the exact class of each value, and of
+    each list whether it is empty and its elements' class) and looked up after that.
+
     :param candidates: when given, collects the candidate delimiters found in list elements.
     :param empty: when given, collects the names of the empty lists left out.
+    :raises ProvstreamError: a value the importer cannot carry.
     """
+    classes = tuple(map(type, props.values()))
+    if not _KNOWN_CLASSES.issuperset(classes):  # a list subclass, or a value no column type takes
+        return _signature_uncached(props, candidates, empty)
+    if list in classes:
+        shape: list[Any] = []
+        for name, value in props.items():
+            if type(value) is not list:
+                continue
+            if not value:
+                if empty is not None:
+                    empty.append(name)
+                shape.append(None)
+                continue
+            kinds = set(map(type, value))
+            shape.append(kinds.pop() if len(kinds) == 1 else object)
+            if candidates is not None:
+                for x in value:
+                    if type(x) is str:
+                        _note_candidates(x, candidates)
+        key: tuple[Any, ...] = (tuple(props), classes, tuple(shape))
+    else:
+        key = (tuple(props), classes)
+    signature = _SIGNATURES.get(key)
+    if signature is None:
+        signature = _signature_uncached(props, None, None)
+        if len(_SIGNATURES) >= _SIGNATURE_CACHE:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = signature
+    return signature
+
+
+_KNOWN_CLASSES = frozenset((*_SCALAR_TYPES, list))
+_SIGNATURES: dict[tuple[Any, ...], Signature] = {}
+_SIGNATURE_CACHE = 4096  # shapes remembered; the model's nodes and relationships have a few dozen
+
+
+def _signature_uncached(props: Mapping[str, Any], candidates: set[str] | None,
+                        empty: list[str] | None) -> Signature:
     out = []
     for name, value in props.items():
         kind = _SCALAR_TYPES.get(type(value))
@@ -173,13 +215,30 @@ def _signature(props: Mapping[str, Any], candidates: set[str] | None = None,
     return tuple(out)
 
 
-def _converters(signature: Signature, delimiter: str) -> tuple[Callable[[Any], Any], ...] | None:
-    """One function per column that turns a value into its cell; ``None`` when every cell is the value."""
+def _converters(signature: Signature, delimiter: str) -> Callable[[Sequence[Any]], Sequence[Any]] | None:
+    """A function that turns a row's values into its cells (lists, datetimes, booleans to text);
+    ``None`` when every cell is the value."""
     plain = {"string", "long", "double"}
-    if all(kind in plain for _, kind in signature):
+    columns = [(i, _converter(kind, delimiter)) for i, (_, kind) in enumerate(signature) if kind not in plain]
+    if not columns:
         return None
-    cell = partial(_cell, delimiter=delimiter)
-    return tuple((lambda x: x) if kind in plain else cell for _, kind in signature)
+
+    def convert(values: Sequence[Any]) -> list[Any]:
+        cells = list(values)
+        for i, cell in columns:
+            cells[i] = cell(cells[i])
+        return cells
+
+    return convert
+
+
+def _converter(kind: str, delimiter: str) -> Callable[[Any], str]:
+    """The cell of one value of a column type other than ``string``, ``long`` and ``double``."""
+    if kind == "string[]":
+        return delimiter.join
+    if kind in ("long[]", "double[]"):
+        return lambda value: delimiter.join(map(str, value))
+    return partial(_cell, delimiter=delimiter)
 
 
 @dataclass(frozen=True)
@@ -265,15 +324,16 @@ def write_csv(image: GraphImage, directory: Path, scan: NodeScan | None = None,
         path = directory / f"nodes-{i}.csv"
         values = _getter(signature)
         convert = _converters(signature, delimiter)
+        texts = _texts(2, signature)
         with path.open("w", newline="", encoding="utf-8") as f:
             out = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
             out.writerow(["iri:ID", ":LABEL", *(f"{n}:{t}" for n, t in signature)])
             for node in members:
                 cells = values(node.props)
                 if convert is not None:
-                    cells = [c(x) for c, x in zip(convert, cells, strict=True)]
+                    cells = convert(cells)
                 row = [node.iri, delimiter.join(sorted(node.labels)), *cells]
-                longest, multiline = _scan(row, longest, multiline)
+                longest, multiline = _scan(texts(row), longest, multiline)
                 out.writerow(row)
         node_files.append(path)
     rel_groups: dict[tuple[str, Signature], list[ImageRelationship]] = {}
@@ -286,15 +346,16 @@ def write_csv(image: GraphImage, directory: Path, scan: NodeScan | None = None,
         path = directory / f"relationships-{i}.csv"
         values = _getter(signature)
         convert = _converters(signature, delimiter)
+        texts = _texts(3, signature)
         with path.open("w", newline="", encoding="utf-8") as f:
             out = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
             out.writerow([":START_ID", ":END_ID", ":TYPE", *(f"{n}:{t}" for n, t in signature)])
             for rel in rel_members:
                 cells = values(rel.props)
                 if convert is not None:
-                    cells = [c(x) for c, x in zip(convert, cells, strict=True)]
+                    cells = convert(cells)
                 row = [rel.start, rel.end, rel_type, *cells]
-                longest, multiline = _scan(row, longest, multiline)
+                longest, multiline = _scan(texts(row), longest, multiline)
                 out.writerow(row)
         rel_files.append(path)
     return ImportPlan(
@@ -339,11 +400,18 @@ def _getter(signature: Signature) -> Callable[[Mapping[str, Any]], Sequence[Any]
     return itemgetter(*names)  # type: ignore[return-value]
 
 
-def _scan(row: list[Any], longest: int, multiline: bool) -> tuple[int, bool]:
-    for cell in row:
-        if isinstance(cell, str):
-            if len(cell) * 4 > longest:  # UTF-8: at most 4 bytes a character
-                longest = max(longest, len(cell.encode("utf-8")))
-            if not multiline and ("\n" in cell or "\r" in cell):
-                multiline = True
+def _texts(lead: int, signature: Signature) -> Callable[[Sequence[Any]], Sequence[str]]:
+    """The text cells of a row: its ``lead`` leading cells (IRIs, labels, type) and every column but
+    ``long`` and ``double`` (lists, datetimes and booleans are text once converted)."""
+    return itemgetter(*range(lead), *(lead + i for i, (_, kind) in enumerate(signature)
+                                      if kind not in ("long", "double")))  # type: ignore[return-value]
+
+
+def _scan(texts: Sequence[str], longest: int, multiline: bool) -> tuple[int, bool]:
+    """The longest text in UTF-8 bytes so far, and whether any holds a line break."""
+    if max(map(len, texts)) * 4 > longest:  # UTF-8: at most 4 bytes a character
+        longest = max(longest, *(len(t.encode("utf-8")) for t in texts if len(t) * 4 > longest))
+    if not multiline:
+        joined = "".join(texts)
+        multiline = "\n" in joined or "\r" in joined
     return longest, multiline

@@ -1,11 +1,12 @@
 """Pure: the graph the sink's statements would leave in Neo4j, computed in memory.
 
 The bulk rebuild (:mod:`provstream.connectors.bulk`) does not re-map triples
-itself: each batch goes through the sink's own :func:`.rows.build_rows` and
-:func:`.rows.lineage_rows`, and :class:`GraphImage` applies the resulting row
-groups with the semantics of :data:`.cypher.WRITE_BATCH`, the one statement
-:meth:`Neo4jStore.write` runs per batch (on :func:`.rows.write_rows`, the same
-groups folded into one row per IRI); group by group, that is:
+itself: each batch goes through the sink's own :func:`.rows.batch_rows` (the
+rows :meth:`Neo4jStore.write` sends, one per IRI, lineage included), and
+:meth:`GraphImage.write` applies them clause by clause as
+:data:`.cypher.WRITE_BATCH` does. :meth:`GraphImage.apply` and
+:meth:`GraphImage.set_lineage` take the same batch as the row groups of
+:func:`.rows.build_rows` and :func:`.rows.lineage_rows`; group by group, that is:
 
 * object-only IRIs: create ``(:Resource {iri, graph})`` if missing;
 * nodes: ``SET n += row.props``; ``startedAtTime`` kept unless the
@@ -19,7 +20,7 @@ groups folded into one row per IRI); group by group, that is:
 * ``ERASE_BATCH`` + ``DELETE_ORPHANS_BATCH`` for a retraction record.
 
 ``tests/unit/test_neo4j_write_rows.py`` checks that WRITE_BATCH's row-per-IRI
-form leaves the graph these groups leave.
+form, and :meth:`GraphImage.write` of it, leave the graph these groups leave.
 
 ``tests/unit/test_bulk_image.py`` checks these rules without servers; ``tests/bulk``
 (``make bulk-tests``) compares an imported graph with the streamed one, every
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provstream.connectors.neo4j import model as m
+from provstream.connectors.neo4j.cypher import RELATIONSHIP_TYPES
 from provstream.connectors.neo4j.rows import Row, Rows
 from provstream.core import vocab as v
 
@@ -88,15 +90,18 @@ class GraphImage:
     Example::
 
         image = GraphImage()
+        image.write(batch_rows(batch, lineage)[1])   # or, group by group:
         image.apply(build_rows(batch))
-        image.set_lineage(lineage_rows(msg, (0, 4), (0, 3)))
+        image.set_lineage(lineage)
         len(image)  # nodes
     """
 
     def __init__(self) -> None:
         self._nodes: dict[str, ImageNode] = {}
         self._rels: dict[RelKey, dict[str, Any]] = {}
-        self._adjacent: dict[str, set[RelKey]] = {}
+        # Each node's relationships, for erase(); built at its first call (a rebuild rarely meets a
+        # retraction) and kept up to date from then on.
+        self._adjacent: dict[str, set[RelKey]] | None = None
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -116,6 +121,61 @@ class GraphImage:
 
     # -- the write statements ---------------------------------------------------
 
+    def write(self, rows: Iterable[Row]) -> None:
+        """Apply one :meth:`Neo4jStore.write` transaction as :data:`.cypher.WRITE_BATCH` runs it.
+
+        Every row's node first (``MERGE``, ``ON CREATE`` / ``ON MATCH``, ``SET``, the status
+        and lineage guards), then every row's relationships (their end nodes all exist by then).
+
+        :param rows: what :func:`.rows.batch_rows` gives for the batch (its second item).
+
+        Example: ``image.write(batch_rows(batch, lineage)[1])``.
+        """
+        nodes = self._nodes
+        rows = rows if isinstance(rows, list) else list(rows)
+        for row in rows:
+            iri = row["iri"]
+            node = nodes.get(iri)
+            if node is None:  # ON CREATE SET n.graph = row.graph, n.types = row.types, ...
+                props: dict[str, Any] = {"iri": iri}
+                graph = row.get("graph")
+                if graph is not None:
+                    props["graph"] = graph
+                for key, name in _APPENDED:
+                    values = row.get(key)
+                    if values is not None:
+                        props[name] = list(values)
+                node = nodes[iri] = ImageNode(iri, props=props)
+            else:  # ON MATCH SET: each list gains the values it lacks
+                props = node.props
+                for key, name in _APPENDED:
+                    values = row.get(key)
+                    if values is not None:
+                        old: list[Any] = props.get(name) or []
+                        props[name] = old + [x for x in values if x not in old]
+            _set_all(props, row["props"])
+            started = row.get("startedAtTime")
+            if started is not None:
+                props["startedAtTime"] = Moment(started)
+            labels = row["labels"]
+            if labels:
+                node.labels.update(labels)
+            steps = row.get("steps")
+            if steps is not None and (props.get("steps") is None or props["steps"] <= steps):
+                _set_all(props, {name: row[name] for name in STATUS_PROPS}, keep_empty_lists=True)
+            lineage = row.get("lineage")
+            if lineage is not None:
+                for name in LINEAGE_PROPS:
+                    if props.get(name) is None and lineage[name] is not None:
+                        props[name] = lineage[name]
+        for row in rows:
+            for rel_type in RELATIONSHIP_TYPES:
+                found = row.get(rel_type)
+                if found:
+                    s = row["iri"]
+                    for rel in found:
+                        self._merge_relationship(rel_type, s, rel)
+
     def apply(self, rows: Rows) -> None:
         """Apply one :meth:`Neo4jStore.write` transaction's rows (objects, nodes, statuses, relationships).
 
@@ -130,7 +190,7 @@ class GraphImage:
             self._merge_status(row)
         for rel_type, rel_rows in rows.relationships.items():
             for row in rel_rows:
-                self._merge_relationship(rel_type, row)
+                self._merge_relationship(rel_type, row["s"], row)
 
     def set_lineage(self, rows: Iterable[Row]) -> None:
         """The lineage: the first known value of each offset is kept, on retrieval-graph nodes only."""
@@ -150,6 +210,7 @@ class GraphImage:
         :param session: its id.
         :returns: the IRIs of the session's nodes and of the orphans deleted.
         """
+        adjacent = self._adjacency()
         doomed = [iri for iri, n in self._nodes.items()
                   if n.props.get("graph") == v.GRAPH and n.props.get("user") == user
                   and n.props.get("collection") == collection and n.props.get("session") == session]
@@ -157,7 +218,7 @@ class GraphImage:
             self._detach_delete(iri)
         orphans = [iri for iri, n in self._nodes.items()
                    if n.props.get("graph") == v.GRAPH and n.props.get("user") is None
-                   and not self._adjacent.get(iri)]
+                   and not adjacent.get(iri)]
         for iri in orphans:
             del self._nodes[iri]
         return doomed, orphans
@@ -190,8 +251,8 @@ class GraphImage:
         if steps is None or steps <= row["steps"]:
             _set_all(node.props, {name: row[name] for name in STATUS_PROPS}, keep_empty_lists=True)
 
-    def _merge_relationship(self, rel_type: str, row: Row) -> None:
-        s, o = row["s"], row["o"]
+    def _merge_relationship(self, rel_type: str, s: str, row: Row) -> None:
+        o = row["o"]
         if s not in self._nodes or o not in self._nodes:
             return  # MATCH finds nothing: the statement writes nothing
         predicate = row.get("predicate") if rel_type == m.LINK else None
@@ -199,15 +260,26 @@ class GraphImage:
         props = self._rels.get(key)
         if props is None:
             props = self._rels[key] = {} if predicate is None else {"predicate": predicate}
-            self._adjacent.setdefault(s, set()).add(key)
-            self._adjacent.setdefault(o, set()).add(key)
+            if self._adjacent is not None:
+                self._adjacent.setdefault(s, set()).add(key)
+                self._adjacent.setdefault(o, set()).add(key)
         props["graph"] = row["graph"]
 
+    def _adjacency(self) -> dict[str, set[RelKey]]:
+        if self._adjacent is None:
+            adjacent: dict[str, set[RelKey]] = {}
+            for key in self._rels:
+                adjacent.setdefault(key[0], set()).add(key)
+                adjacent.setdefault(key[2], set()).add(key)
+            self._adjacent = adjacent
+        return self._adjacent
+
     def _detach_delete(self, iri: str) -> None:
-        for key in self._adjacent.pop(iri, set()):
+        adjacent = self._adjacency()
+        for key in adjacent.pop(iri, set()):
             del self._rels[key]
             other = key[2] if key[0] == iri else key[0]
-            self._adjacent.get(other, set()).discard(key)
+            adjacent.get(other, set()).discard(key)
         del self._nodes[iri]
 
 

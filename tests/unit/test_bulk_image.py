@@ -172,6 +172,39 @@ def test_csv_cells_of_every_column_type_and_a_delimiter_that_avoids_the_lists(tm
     assert "missingSteps:long[]" not in cells["urn:a"] and cells["urn:a"]["steps:long"] == "2"
 
 
+def test_csv_columns_of_every_shape_whether_its_signature_is_remembered_or_not(tmp_path: Path) -> None:
+    class Texts(list[str]):
+        pass
+
+    image = GraphImage()
+    nodes = [
+        {"iri": "urn:a", "labels": [], "props": {"query": "q", "chunks": ["x"]}, "chunks": ["c"]},
+        {"iri": "urn:b", "labels": [], "props": {"query": "é" * 2_000_000}, "chunks": ["c"]},  # 4 MB of UTF-8
+        {"iri": "urn:c", "labels": [], "props": {"query": "q"}, "chunks": Texts(["d", "e"])},
+        {"iri": "urn:d", "labels": [], "props": {"query": "q", "n": [1, 2]}},
+        {"iri": "urn:e", "labels": [], "props": {"query": "q", "n": []}},
+    ]
+    image.write(nodes)
+    plan = write_csv(image, tmp_path)
+    assert not plan.multiline and plan.read_buffer == 2 * 4_000_000 + 1024
+    assert plan.empty_lists == {"n": ("urn:e",)}
+    cells, limit = {}, csv.field_size_limit(8 << 20)
+    try:
+        for path in plan.node_files:
+            header, rows = _read(path, plan.array_delimiter)
+            cells.update({row[0]: dict(zip(header, row, strict=True)) for row in rows})
+    finally:
+        csv.field_size_limit(limit)
+    assert len(cells["urn:b"]["query:string"]) == 2_000_000
+    assert cells["urn:a"]["chunks:string[]"] == "x" and cells["urn:a"]["selectedChunk:string[]"] == "c"
+    assert cells["urn:c"]["selectedChunk:string[]"] == "d\x1fe" and cells["urn:d"]["n:long[]"] == "1\x1f2"
+    assert "n:long[]" not in cells["urn:e"]
+    image.write([{"iri": "urn:f", "labels": [], "props": {"mixed": [1, "a"]}}])
+    for _ in range(2):  # the same shape again: refused again, not remembered
+        with pytest.raises(ProvstreamError, match="unsupported value"):
+            write_csv(image, tmp_path / "mixed")
+
+
 def test_the_collector_is_paused_while_the_image_is_built_and_restored_after() -> None:
     assert gc.isenabled()
     with collector_paused():

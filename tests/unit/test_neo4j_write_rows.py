@@ -18,7 +18,7 @@ import pytest
 
 from provstream.connectors.neo4j import cypher, model
 from provstream.connectors.neo4j.image import GraphImage, Moment
-from provstream.connectors.neo4j.rows import Row, build_rows, lineage_rows, write_rows
+from provstream.connectors.neo4j.rows import Row, batch_rows, build_rows, lineage_rows, write_rows
 from provstream.connectors.neo4j.store import QuietRows
 from provstream.connectors.neo4j.store import _write_batch as store_write_batch
 from provstream.core import vocab as v
@@ -92,7 +92,7 @@ def _messages() -> list[StepTriples]:
 
 
 def _same_graph(batches: list[list[StepTriples]]) -> None:
-    image, nodes, rels = GraphImage(), {}, {}
+    image, written, nodes, rels = GraphImage(), GraphImage(), {}, {}
     offset = 0
     for batch in batches:
         lineage = _lineage(batch, offset)
@@ -100,7 +100,9 @@ def _same_graph(batches: list[list[StepTriples]]) -> None:
         image.apply(build_rows(batch))
         image.set_lineage(lineage)
         _write_batch(nodes, rels, write_rows(build_rows(batch), lineage))
-    assert (nodes, rels) == _image_graph(image)
+        written.write(batch_rows(batch, lineage)[1])  # what the bulk rebuild folds: the sink's own rows
+    assert (nodes, rels) == _image_graph(image) == _image_graph(written)
+    assert [n.iri for n in written.nodes()] == [n.iri for n in image.nodes()]  # the CSV's row order
 
 
 def test_one_statement_gives_the_graph_of_the_row_groups_in_one_batch_or_many() -> None:
@@ -126,6 +128,27 @@ def test_odd_nodes_objects_and_links_match_the_groups() -> None:
     msg = StepTriples(base.event_id, base.session_id, base.mechanism, 0, base.user, base.collection, base.question,
                       triples, base.status)
     _same_graph([[msg], [base, msg], [msg]])
+
+
+def test_lists_grow_by_what_they_lack_across_batches() -> None:
+    (base,) = fold_all(trajectory_events(load_trajectories()[0], "grow", START)[:1])
+    s = Iri("urn:x:grow")
+
+    def msg(*triples: Triple) -> StepTriples:
+        return StepTriples(base.event_id, base.session_id, base.mechanism, 0, base.user, base.collection,
+                           base.question, triples, base.status)
+
+    first = msg(Triple(s, Iri(v.RDF_TYPE), Iri(v.PROV_ENTITY)), Triple(s, Iri(v.TG_SELECTED_CHUNK), Literal("c1")),
+                Triple(s, Iri("http://example.org/note"), Literal("n", language="en")))
+    second = msg(Triple(s, Iri(v.RDF_TYPE), Iri(v.TG_QUESTION)), Triple(s, Iri(v.RDF_TYPE), Iri(v.PROV_ENTITY)),
+                 Triple(s, Iri(v.TG_SELECTED_CHUNK), Literal("c2")), Triple(s, Iri(v.TG_SELECTED_CHUNK), Literal("c1")),
+                 Triple(s, Iri("http://example.org/note"), Literal("m", language="en")))
+    _same_graph([[first], [second], [first]])
+    image = GraphImage()
+    for batch in ([first], [second]):
+        image.write(batch_rows(batch, [])[1])
+    (node,) = [n for n in image.nodes() if n.iri == s.value]
+    assert node.props["types"] == [v.PROV_ENTITY, v.TG_QUESTION] and node.props["selectedChunk"] == ["c1", "c2"]
 
 
 def test_rows_are_one_per_iri_and_labels_come_only_from_the_model() -> None:
