@@ -96,6 +96,23 @@ def test_a_retraction_erases_the_session_and_its_orphans() -> None:
     assert all(n.props.get("user") is not None or n.iri in ends for n in fold.image.nodes())
 
 
+def test_sessions_written_after_a_retraction_are_erased_whole_too() -> None:
+    records = load_trajectories()
+    s1, s2, s3 = (fold_all(trajectory_events(records[i], f"r-{i}", START)) for i in range(3))
+    fold, only = ImageFold(), ImageFold()
+    fold.add(_records(s1 + s2))
+    fold.image.erase(s1[0].user, s1[0].collection, "r-0")  # the relationship index is built here
+    fold.add(_records(s3))  # ... and kept up to date from here
+    fold.image.erase(s3[0].user, s3[0].collection, "r-2")
+    only.add(_records(s2))
+
+    def graph(image: GraphImage) -> Any:
+        return ({n.iri: (n.labels, {k: x for k, x in n.props.items() if not k.endswith(("Offset", "Partition"))})
+                 for n in image.nodes()}, sorted((r.start, r.type, r.end) for r in image.relationships()))
+
+    assert graph(fold.image) == graph(only.image) and graph(only.image)[1]
+
+
 def test_undecodable_records_are_failures_like_the_sinks_dead_letters() -> None:
     fold = ImageFold()
     fold.add([_record(0, b"garbage"), *_records(_messages()[:2])])
