@@ -197,14 +197,16 @@ def test_csv_columns_of_every_shape_whether_its_signature_is_remembered_or_not(t
     nodes = [
         {"iri": "urn:a", "labels": [], "props": {"query": "q", "chunks": ["x"]}, "chunks": ["c"]},
         {"iri": "urn:b", "labels": [], "props": {"query": "é" * 2_000_000}, "chunks": ["c"]},  # 4 MB of UTF-8
-        {"iri": "urn:c", "labels": [], "props": {"query": "q"}, "chunks": Texts(["d", "e"])},
+        {"iri": "urn:c", "labels": [], "props": {"query": "q", "tags": Texts(["d", "e\x1f"])}, "chunks": ["c"]},
         {"iri": "urn:d", "labels": [], "props": {"query": "q", "n": [1, 2]}},
         {"iri": "urn:e", "labels": [], "props": {"query": "q", "n": []}},
+        {"iri": "urn:g", "labels": [], "props": {"query": "q", "tags": Texts()}, "chunks": ["c"]},
     ]
     image.write(nodes)
     plan = write_csv(image, tmp_path)
     assert not plan.multiline and plan.read_buffer == 2 * 4_000_000 + 1024
-    assert plan.empty_lists == {"n": ("urn:e",)}
+    assert plan.empty_lists == {"n": ("urn:e",), "tags": ("urn:g",)}
+    assert plan.array_delimiter == "\x1e"  # \x1f is in a list subclass's element
     cells, limit = {}, csv.field_size_limit(8 << 20)
     try:
         for path in plan.node_files:
@@ -214,8 +216,8 @@ def test_csv_columns_of_every_shape_whether_its_signature_is_remembered_or_not(t
         csv.field_size_limit(limit)
     assert len(cells["urn:b"]["query:string"]) == 2_000_000
     assert cells["urn:a"]["chunks:string[]"] == "x" and cells["urn:a"]["selectedChunk:string[]"] == "c"
-    assert cells["urn:c"]["selectedChunk:string[]"] == "d\x1fe" and cells["urn:d"]["n:long[]"] == "1\x1f2"
-    assert "n:long[]" not in cells["urn:e"]
+    assert cells["urn:c"]["tags:string[]"] == "d\x1ee\x1f" and cells["urn:d"]["n:long[]"] == "1\x1e2"
+    assert "n:long[]" not in cells["urn:e"] and "tags:string[]" not in cells["urn:g"]
     image.write([{"iri": "urn:f", "labels": [], "props": {"mixed": [1, "a"]}}])
     for _ in range(2):  # the same shape again: refused again, not remembered
         with pytest.raises(ProvstreamError, match="unsupported value"):
