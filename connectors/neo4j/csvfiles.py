@@ -123,6 +123,12 @@ def _note_candidates(text: str, seen: set[str]) -> None:
         seen.update(_CANDIDATE_SET.intersection(text))
 
 
+def _note_element_candidates(values: list[Any], seen: set[str]) -> None:
+    for x in values:
+        if type(x) is str:
+            _note_candidates(x, seen)
+
+
 def _first_free(seen: set[str]) -> str:
     for c in DELIMITER_CANDIDATES:
         if c not in seen:
@@ -173,9 +179,7 @@ def _signature(props: Mapping[str, Any], candidates: set[str] | None = None,
             kinds = set(map(type, value))
             shape.append(kinds.pop() if len(kinds) == 1 else object)
             if candidates is not None:
-                for x in value:
-                    if type(x) is str:
-                        _note_candidates(x, candidates)
+                _note_element_candidates(value, candidates)
         key: tuple[Any, ...] = (tuple(props), classes, tuple(shape))
     else:
         key = (tuple(props), classes)
@@ -205,9 +209,7 @@ def _signature_uncached(props: Mapping[str, Any], candidates: set[str] | None,
                         empty.append(name)
                     continue
                 if candidates is not None:
-                    for x in value:
-                        if type(x) is str:
-                            _note_candidates(x, candidates)
+                    _note_element_candidates(value, candidates)
             kind = csv_type(name, value)
         if name != "iri":
             out.append((name, kind))
