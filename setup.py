@@ -1,11 +1,12 @@
 """The compiled parts; everything else is in pyproject.toml.
 
 The C readers ``provstream.codec._triples_c`` and ``provstream.codec._events_c``,
-the Kafka record reader ``provstream.codec._kafka_c`` and the sink's C rows
-``provstream.connectors.neo4j._rows_c`` are optional: without a C compiler (or
+the Kafka record reader ``provstream.codec._kafka_c``, the sink's C rows
+``provstream.connectors.neo4j._rows_c`` and the bulk rebuild's CSV lines
+``provstream.connectors.neo4j._csv_c`` are optional: without a C compiler (or
 Python headers) the build goes on without them and the pure-Python triples
-reader, fastavro, kafka-python's own record reader and the Python rows do their
-work. The Avro ones include ``_avro_c.h``, the primitives and value checks they
+reader, fastavro, kafka-python's own record reader, the Python rows and the csv
+module do their work. The Avro ones include ``_avro_c.h``, the primitives and value checks they
 share.
 """
 
@@ -19,4 +20,5 @@ setup(ext_modules=[
     Extension("provstream.codec._kafka_c", ["provstream/codec/_kafka_c.c"], optional=True),
     Extension("provstream.connectors.neo4j._rows_c", ["connectors/neo4j/_rows_c.c"], depends=SHARED,
               include_dirs=["provstream/codec"], optional=True),
+    Extension("provstream.connectors.neo4j._csv_c", ["connectors/neo4j/_csv_c.c"], optional=True),
 ])

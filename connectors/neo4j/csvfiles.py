@@ -19,16 +19,18 @@ Example::
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from provstream.connectors.neo4j.image import GraphImage, ImageNode, ImageRelationship, Moment
 from provstream.errors import ProvstreamError
+from provstream.native import c_extensions_off
 
 # Characters tried, in order, as the array delimiter: ASCII separators, then the private use area.
 DELIMITER_CANDIDATES = ("\x1f", "\x1e", "\x1d", "\x1c", *(chr(c) for c in range(0xE000, 0xE100)))
@@ -324,19 +326,12 @@ def write_csv(image: GraphImage, directory: Path, scan: NodeScan | None = None,
             if not _NAME.match(name):
                 raise ProvstreamError(f"cannot import property name {name!r}")
         path = directory / f"nodes-{i}.csv"
-        values = _getter(signature)
-        convert = _converters(signature, delimiter)
-        texts = _texts(2, signature)
-        with path.open("w", newline="", encoding="utf-8") as f:
-            out = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
-            out.writerow(["iri:ID", ":LABEL", *(f"{n}:{t}" for n, t in signature)])
-            for node in members:
-                cells = values(node.props)
-                if convert is not None:
-                    cells = convert(cells)
-                row = [node.iri, delimiter.join(sorted(node.labels)), *cells]
-                longest, multiline = _scan(texts(row), longest, multiline)
-                out.writerow(row)
+        with path.open("wb") as f:
+            f.write(_header_line(["iri:ID", ":LABEL", *(f"{n}:{t}" for n, t in signature)]))
+            for at in range(0, len(members), CHUNK):
+                data, chunk_longest, chunk_multiline = _NODE_LINES(members[at:at + CHUNK], signature, delimiter)
+                f.write(data)
+                longest, multiline = max(longest, chunk_longest), multiline or chunk_multiline
         node_files.append(path)
     rel_groups: dict[tuple[str, Signature], list[ImageRelationship]] = {}
     rel_count = 0
@@ -346,19 +341,13 @@ def write_csv(image: GraphImage, directory: Path, scan: NodeScan | None = None,
     rel_files: list[Path] = []
     for i, ((rel_type, signature), rel_members) in enumerate(sorted(rel_groups.items())):
         path = directory / f"relationships-{i}.csv"
-        values = _getter(signature)
-        convert = _converters(signature, delimiter)
-        texts = _texts(3, signature)
-        with path.open("w", newline="", encoding="utf-8") as f:
-            out = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
-            out.writerow([":START_ID", ":END_ID", ":TYPE", *(f"{n}:{t}" for n, t in signature)])
-            for rel in rel_members:
-                cells = values(rel.props)
-                if convert is not None:
-                    cells = convert(cells)
-                row = [rel.start, rel.end, rel_type, *cells]
-                longest, multiline = _scan(texts(row), longest, multiline)
-                out.writerow(row)
+        with path.open("wb") as f:
+            f.write(_header_line([":START_ID", ":END_ID", ":TYPE", *(f"{n}:{t}" for n, t in signature)]))
+            for at in range(0, len(rel_members), CHUNK):
+                data, chunk_longest, chunk_multiline = _RELATIONSHIP_LINES(
+                    rel_members[at:at + CHUNK], rel_type, signature, delimiter)
+                f.write(data)
+                longest, multiline = max(longest, chunk_longest), multiline or chunk_multiline
         rel_files.append(path)
     return ImportPlan(
         node_files=tuple(node_files), relationship_files=tuple(rel_files), array_delimiter=delimiter,
@@ -417,3 +406,141 @@ def _scan(texts: Sequence[str], longest: int, multiline: bool) -> tuple[int, boo
         joined = "".join(texts)
         multiline = "\n" in joined or "\r" in joined
     return longest, multiline
+
+
+def _header_line(cells: Sequence[str]) -> bytes:
+    """A header row as ``csv.writer(quoting=csv.QUOTE_NONNUMERIC)`` writes it (every cell a string)."""
+    return ("".join(('"', '","'.join(c.replace('"', '""') for c in cells), '"\n'))).encode("utf-8")
+
+
+Lines = tuple[bytes, int, bool]  # UTF-8 CSV lines, the longest text cell in bytes, a line break in one
+
+
+def _node_lines_py(nodes: Sequence[ImageNode], signature: Signature, delimiter: str) -> Lines:
+    """The CSV lines of ``nodes`` (IRI, labels, the signature's columns) written by the csv module."""
+    buffer = io.StringIO()
+    out = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    values, convert, texts = _getter(signature), _converters(signature, delimiter), _texts(2, signature)
+    longest, multiline = 0, False
+    for node in nodes:
+        cells = values(node.props)
+        if convert is not None:
+            cells = convert(cells)
+        row = [node.iri, delimiter.join(sorted(node.labels)), *cells]
+        longest, multiline = _scan(texts(row), longest, multiline)
+        out.writerow(row)
+    return buffer.getvalue().encode("utf-8"), longest, multiline
+
+
+def _relationship_lines_py(rels: Sequence[ImageRelationship], rel_type: str, signature: Signature,
+                           delimiter: str) -> Lines:
+    """The CSV lines of ``rels`` (start, end, type, the signature's columns) written by the csv module."""
+    buffer = io.StringIO()
+    out = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    values, convert, texts = _getter(signature), _converters(signature, delimiter), _texts(3, signature)
+    longest, multiline = 0, False
+    for rel in rels:
+        cells = values(rel.props)
+        if convert is not None:
+            cells = convert(cells)
+        row = [rel.start, rel.end, rel_type, *cells]
+        longest, multiline = _scan(texts(row), longest, multiline)
+        out.writerow(row)
+    return buffer.getvalue().encode("utf-8"), longest, multiline
+
+
+# The C lines' code of each column type they write (any other type: the csv module writes the file).
+_KIND_CODES = {"string": "s", "long": "l", "double": "d", "boolean": "b", "datetime": "m",
+               "string[]": "S", "long[]": "L", "double[]": "D"}
+
+
+@lru_cache(maxsize=1024)
+def _columns(signature: Signature) -> tuple[tuple[str, ...], bytes] | None:
+    """The names and C kind codes of a signature's columns; ``None`` when a type has no code."""
+    if any(kind not in _KIND_CODES for _, kind in signature):
+        return None
+    return tuple(n for n, _ in signature), "".join(_KIND_CODES[k] for _, k in signature).encode("ascii")
+
+
+def _sample() -> tuple[list[ImageNode], list[ImageRelationship], Signature, Signature]:
+    """Nodes and relationships with a value of every column type, quotes, line breaks and non-ASCII text."""
+    node_signature: Signature = (("a", "string"), ("b", "long"), ("c", "double"), ("d", "boolean"),
+                                 ("e", "datetime"), ("f", "string[]"), ("g", "long[]"), ("h", "double[]"))
+    nodes = [ImageNode(iri, labels, {"a": a, "b": b, "c": c, "d": d, "e": Moment(e), "f": f, "g": g, "h": h})
+             for iri, labels, a, b, c, d, e, f, g, h in (
+                 ('urn:x:"1"', {"Resource", "Question"}, 'say "hi"\nthere', -7, 0.1, True,
+                  "2025-03-01T09:00:00.000000Z", ["x", 'y"', "é€😀"], [1, 2**70], [1e16, -0.0]),
+                 ("urn:x:2", {"Resource"}, "", 2**63 - 1, float("inf"), False, "", ["\r"], [0], [2.5]),
+             )]
+    rel_signature: Signature = (("graph", "string"), ("predicate", "string"))
+    rels = [ImageRelationship("urn:x:1", "LINK", 'urn:x:"2"', {"graph": "urn:g", "predicate": "p\n€"})]
+    return nodes, rels, node_signature, rel_signature
+
+
+NodeLines = Callable[[Sequence[ImageNode], Signature, str], Lines]
+RelationshipLines = Callable[[Sequence[ImageRelationship], str, Signature, str], Lines]
+
+
+def _choose_lines() -> tuple[NodeLines, RelationshipLines]:
+    """What :func:`write_csv` writes lines with: the C lines when built, else the csv module's.
+
+    ``provstream.connectors.neo4j._csv_c`` (``connectors/neo4j/_csv_c.c``, built by
+    ``pip install`` when a C compiler is there) returns the bytes the csv module
+    writes for the exact classes the image holds; any other value (a subclass, a
+    type with no code) it leaves to the csv module. It is not used with
+    ``PROVSTREAM_NO_C_EXTENSIONS=1``, when it was not built, or when it does not
+    give the lines of :func:`_sample` exactly as the csv module does.
+
+    :returns: the node and relationship line writers.
+
+    Example::
+
+        >>> nodes, _, signature, _ = _sample()
+        >>> _choose_lines()[0](nodes, signature, "\x1f") == _node_lines_py(nodes, signature, "\x1f")
+        True
+    """
+    python = (_node_lines_py, _relationship_lines_py)
+    if c_extensions_off():
+        return python
+    try:
+        from provstream.connectors.neo4j import _csv_c
+    except ImportError:
+        return python
+    nodes, rels, node_signature, rel_signature = _sample()
+    try:
+        exact = all(
+            _csv_c.node_lines(nodes, *_columns(node_signature) or ((), b""), d) == _node_lines_py(
+                nodes, node_signature, d)
+            and _csv_c.relationship_lines(rels, "LINK", *_columns(rel_signature) or ((), b""), d)
+            == _relationship_lines_py(rels, "LINK", rel_signature, d)
+            for d in ("\x1f", "\ue000"))
+    except Exception:  # noqa: BLE001 - C lines that cannot write the sample are not used
+        exact = False
+    if not exact:
+        return python
+    fast_nodes, fast_relationships, unsupported = _csv_c.node_lines, _csv_c.relationship_lines, _csv_c.Unsupported
+
+    def node_lines_c(nodes: Sequence[ImageNode], signature: Signature, delimiter: str) -> Lines:
+        columns = _columns(signature)
+        if columns is not None:
+            try:
+                return fast_nodes(nodes, *columns, delimiter)
+            except unsupported:
+                pass
+        return _node_lines_py(nodes, signature, delimiter)
+
+    def relationship_lines_c(rels: Sequence[ImageRelationship], rel_type: str, signature: Signature,
+                             delimiter: str) -> Lines:
+        columns = _columns(signature)
+        if columns is not None:
+            try:
+                return fast_relationships(rels, rel_type, *columns, delimiter)
+            except unsupported:
+                pass
+        return _relationship_lines_py(rels, rel_type, signature, delimiter)
+
+    return node_lines_c, relationship_lines_c
+
+
+_NODE_LINES, _RELATIONSHIP_LINES = _choose_lines()
+CHUNK = 8192  # rows formatted per call (the bytes of one chunk are held at once)
