@@ -17,6 +17,13 @@
  * of another class than its kind takes (a subclass, a mixed list) raises
  * Unsupported before anything is returned, and csvfiles.py writes those rows
  * in Python, which gives the same bytes or the error.
+ *
+ * shape_key(props, known, candidates, empty) is csvfiles.py's _shape_key_py:
+ * the key a node's column signature is remembered under (its property names,
+ * the class of each value, and of each list whether it is empty and its
+ * elements' class), noting the names of its empty lists and the candidate
+ * array delimiters its string list elements hold; None when a value's class
+ * is not in `known` (nothing noted then).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -383,7 +390,119 @@ relationship_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return result(&o);
 }
 
+/* Note the candidate array delimiters s holds (csvfiles.DELIMITER_CANDIDATES: U+001C-U+001F and
+ * U+E000-U+E0FF; test_csv_lines_c.py checks the two lists agree). */
+static int
+note_candidates(PyObject *s, PyObject *candidates)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if ((c >= 0x1c && c <= 0x1f) || (c >= 0xE000 && c <= 0xE0FF)) {
+            PyObject *ch = PyUnicode_FromOrdinal((int)c);
+            if (ch == NULL)
+                return -1;
+            int rc = PySet_Add(candidates, ch);
+            Py_DECREF(ch);
+            if (rc < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(shape_key_doc,
+"shape_key(props, known, candidates, empty) -> tuple | None\n\n"
+"The key csvfiles.py remembers the column signature of ``props`` (a dict) under; the names\n"
+"of its empty lists are appended to ``empty`` and the candidate delimiters of its string list\n"
+"elements added to ``candidates`` (either may be None). None, noting nothing, when the class\n"
+"of a value is not in ``known``. Raises Unsupported for props that are not a dict.");
+
+static PyObject *
+shape_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "shape_key takes 4 arguments");
+        return NULL;
+    }
+    PyObject *props = args[0], *known = args[1], *candidates = args[2], *empty = args[3];
+    if (!PyDict_CheckExact(props)) {
+        PyErr_SetString(Unsupported, "props not a dict");
+        return NULL;
+    }
+    if (!PyAnySet_Check(known) || (candidates != Py_None && !PySet_Check(candidates))
+        || (empty != Py_None && !PyList_Check(empty))) {
+        PyErr_SetString(PyExc_TypeError, "expected (dict, frozenset, set or None, list or None)");
+        return NULL;
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(props), pos = 0, i = 0;
+    PyObject *names = PyTuple_New(n), *classes = PyTuple_New(n), *shape = NULL, *key = NULL;
+    PyObject *name, *value;
+    int lists = 0;
+    if (names == NULL || classes == NULL)
+        goto done;
+    while (PyDict_Next(props, &pos, &name, &value)) {
+        PyObject *cls = (PyObject *)Py_TYPE(value);
+        int found = PySet_Contains(known, cls);
+        if (found < 0)
+            goto done;
+        if (!found) {
+            key = Py_NewRef(Py_None);
+            goto done;
+        }
+        lists |= PyList_CheckExact(value);
+        PyTuple_SET_ITEM(names, i, Py_NewRef(name));
+        PyTuple_SET_ITEM(classes, i, Py_NewRef(cls));
+        i++;
+    }
+    if (!lists) {
+        key = PyTuple_Pack(2, names, classes);
+        goto done;
+    }
+    if ((shape = PyList_New(0)) == NULL)
+        goto done;
+    pos = 0;
+    while (PyDict_Next(props, &pos, &name, &value)) {
+        if (!PyList_CheckExact(value))
+            continue;
+        Py_ssize_t size = PyList_GET_SIZE(value);
+        PyObject *element = Py_None;
+        if (size == 0) {
+            if (empty != Py_None && PyList_Append(empty, name) < 0)
+                goto done;
+        } else {
+            element = (PyObject *)Py_TYPE(PyList_GET_ITEM(value, 0));
+            for (Py_ssize_t j = 1; j < size; j++)
+                if ((PyObject *)Py_TYPE(PyList_GET_ITEM(value, j)) != element) {
+                    element = (PyObject *)&PyBaseObject_Type;
+                    break;
+                }
+            if (candidates != Py_None)
+                for (Py_ssize_t j = 0; j < size; j++) {
+                    PyObject *item = PyList_GET_ITEM(value, j);
+                    if (PyUnicode_CheckExact(item) && note_candidates(item, candidates) < 0)
+                        goto done;
+                }
+        }
+        if (PyList_Append(shape, element) < 0)
+            goto done;
+    }
+    PyObject *shape_tuple = PyList_AsTuple(shape);
+    if (shape_tuple != NULL) {
+        key = PyTuple_Pack(3, names, classes, shape_tuple);
+        Py_DECREF(shape_tuple);
+    }
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(classes);
+    Py_XDECREF(shape);
+    return key;
+}
+
 static PyMethodDef methods[] = {
+    {"shape_key", (PyCFunction)(void (*)(void))shape_key, METH_FASTCALL, shape_key_doc},
     {"node_lines", (PyCFunction)(void (*)(void))node_lines, METH_FASTCALL, node_lines_doc},
     {"relationship_lines", (PyCFunction)(void (*)(void))relationship_lines, METH_FASTCALL, relationship_lines_doc},
     {NULL, NULL, 0, NULL},

@@ -1,6 +1,6 @@
 """Types of the C extension built from ``_csv_c.c`` (see its docstrings)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 class Unsupported(Exception): ...
@@ -9,3 +9,5 @@ def node_lines(nodes: Sequence[Any], names: tuple[str, ...], kinds: bytes, delim
                ) -> tuple[bytes, int, bool]: ...
 def relationship_lines(relationships: Sequence[Any], rel_type: str, names: tuple[str, ...], kinds: bytes,
                        delimiter: str, /) -> tuple[bytes, int, bool]: ...
+def shape_key(props: Mapping[str, Any], known: frozenset[type], candidates: set[str] | None,
+              empty: list[str] | None, /) -> tuple[Any, ...] | None: ...

@@ -165,26 +165,9 @@ def _signature(props: Mapping[str, Any], candidates: set[str] | None = None,
     :param empty: when given, collects the names of the empty lists left out.
     :raises ProvstreamError: a value the importer cannot carry.
     """
-    classes = tuple(map(type, props.values()))
-    if not _KNOWN_CLASSES.issuperset(classes):  # a list subclass, or a value no column type takes
+    key = _SHAPE_KEY(props, candidates, empty)
+    if key is None:  # a list subclass, or a value no column type takes
         return _signature_uncached(props, candidates, empty)
-    if list in classes:
-        shape: list[Any] = []
-        for name, value in props.items():
-            if type(value) is not list:
-                continue
-            if not value:
-                if empty is not None:
-                    empty.append(name)
-                shape.append(None)
-                continue
-            kinds = set(map(type, value))
-            shape.append(kinds.pop() if len(kinds) == 1 else object)
-            if candidates is not None:
-                _note_element_candidates(value, candidates)
-        key: tuple[Any, ...] = (tuple(props), classes, tuple(shape))
-    else:
-        key = (tuple(props), classes)
     signature = _SIGNATURES.get(key)
     if signature is None:
         signature = _signature_uncached(props, None, None)
@@ -195,6 +178,78 @@ def _signature(props: Mapping[str, Any], candidates: set[str] | None = None,
 
 
 _KNOWN_CLASSES = frozenset((*_SCALAR_TYPES, list))
+
+
+def _shape_key_py(props: Mapping[str, Any], candidates: set[str] | None,
+                  empty: list[str] | None) -> tuple[Any, ...] | None:
+    """The key :func:`_signature` remembers a signature under: the names, the exact class of each
+    value, and of each list whether it is empty and its elements' class; ``None`` (nothing noted)
+    when a class is not in ``_KNOWN_CLASSES``. Notes empty lists and list elements' candidates."""
+    classes = tuple(map(type, props.values()))
+    if not _KNOWN_CLASSES.issuperset(classes):
+        return None
+    if list not in classes:
+        return (tuple(props), classes)
+    shape: list[Any] = []
+    for name, value in props.items():
+        if type(value) is not list:
+            continue
+        if not value:
+            if empty is not None:
+                empty.append(name)
+            shape.append(None)
+            continue
+        kinds = set(map(type, value))
+        shape.append(kinds.pop() if len(kinds) == 1 else object)
+        if candidates is not None:
+            _note_element_candidates(value, candidates)
+    return (tuple(props), classes, tuple(shape))
+
+
+ShapeKey = Callable[[Mapping[str, Any], "set[str] | None", "list[str] | None"], "tuple[Any, ...] | None"]
+
+
+def _choose_shape_key() -> ShapeKey:
+    """:func:`_shape_key_py`, or the C ``shape_key`` when built, on (only) dicts, and it gives the
+    same keys and notes for a sample of every column shape (not with ``PROVSTREAM_NO_C_EXTENSIONS=1``).
+
+    >>> _choose_shape_key()({"a": 1, "b": []}, None, None) == _shape_key_py({"a": 1, "b": []}, None, None)
+    True
+    """
+    if c_extensions_off():
+        return _shape_key_py
+    try:
+        from provstream.connectors.neo4j import _csv_c
+    except ImportError:
+        return _shape_key_py
+    samples: list[dict[str, Any]] = [
+        {"iri": "urn:a", "n": 1, "x": 0.5, "b": True, "t": Moment("t")}, {},
+        {"l": [], "m": ["a\x1fb", "\ue000", "c"], "k": [1, 2], "j": [1, "a"], "s": "\x1e"}, {"d": {1: 2}},
+    ]
+    try:
+        exact = True
+        for props in samples:
+            noted_c: tuple[set[str], list[str]] = (set(), [])
+            noted_py: tuple[set[str], list[str]] = (set(), [])
+            exact = exact and _csv_c.shape_key(props, _KNOWN_CLASSES, *noted_c) == _shape_key_py(
+                props, *noted_py) and noted_c == noted_py
+    except Exception:  # noqa: BLE001 - a C key that cannot take the samples is not used
+        exact = False
+    if not exact:
+        return _shape_key_py
+    fast, unsupported = _csv_c.shape_key, _csv_c.Unsupported
+
+    def shape_key_c(props: Mapping[str, Any], candidates: set[str] | None,
+                    empty: list[str] | None) -> tuple[Any, ...] | None:
+        try:
+            return fast(props, _KNOWN_CLASSES, candidates, empty)
+        except unsupported:
+            return _shape_key_py(props, candidates, empty)
+
+    return shape_key_c
+
+
+_SHAPE_KEY = _choose_shape_key()
 _SIGNATURES: dict[tuple[Any, ...], Signature] = {}
 _SIGNATURE_CACHE = 4096  # shapes remembered; the model's nodes and relationships have a few dozen
 

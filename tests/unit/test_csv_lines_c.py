@@ -153,3 +153,59 @@ def test_the_files_of_the_bundled_trajectories_are_the_same_bytes_either_way(
     for a, b in zip((*chosen.node_files, *chosen.relationship_files),
                     (*python.node_files, *python.relationship_files), strict=True):
         assert a.read_bytes() == b.read_bytes()
+
+
+class Texts(list[str]):
+    pass
+
+
+values = st.recursive(
+    st.none() | st.booleans() | longs | doubles | texts | st.sampled_from(["\x1c", "a\ue0ff", "\ue100", "\x1b"])
+    | st.builds(Moment, texts),
+    lambda inner: st.lists(inner, max_size=3) | st.builds(Texts, st.lists(texts, max_size=2))
+    | st.tuples(inner) | st.dictionaries(texts, inner, max_size=1),
+    max_leaves=6)
+
+
+def c_shape(props: Any) -> tuple[Any, set[str], list[str]]:
+    candidates: set[str] = set()
+    empty: list[str] = []
+    return _csv_c.shape_key(props, csvfiles._KNOWN_CLASSES, candidates, empty), candidates, empty
+
+
+def py_shape(props: Any) -> tuple[Any, set[str], list[str]]:
+    candidates: set[str] = set()
+    empty: list[str] = []
+    return csvfiles._shape_key_py(props, candidates, empty), candidates, empty
+
+
+def test_the_c_shape_key_is_chosen() -> None:
+    if NO_C:
+        assert csvfiles._SHAPE_KEY is csvfiles._shape_key_py
+    else:
+        assert csvfiles._SHAPE_KEY is not csvfiles._shape_key_py
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.text(max_size=3), values, max_size=5))
+def test_any_properties_give_the_same_shape_key_empty_lists_and_candidates(props: dict[str, Any]) -> None:
+    assert c_shape(props) == py_shape(props)
+    assert _csv_c.shape_key(props, csvfiles._KNOWN_CLASSES, None, None) == py_shape(props)[0]
+
+
+@needs_c
+def test_the_c_shape_key_notes_exactly_the_delimiter_candidates() -> None:
+    for candidate in csvfiles.DELIMITER_CANDIDATES:
+        assert c_shape({"l": ["a" + candidate]})[1] == {candidate}
+    for other in ("\x1b", "\x20", "\udfff", "\ue100", "\n", "é"):
+        assert c_shape({"l": ["a" + other]})[1] == set()
+
+
+@needs_c
+def test_properties_not_held_in_a_dict_take_the_python_shape_key() -> None:
+    props = MappingProxyType({"l": [], "n": 1})
+    with pytest.raises(_csv_c.Unsupported):
+        c_shape(props)
+    empty: list[str] = []
+    assert csvfiles._SHAPE_KEY(props, None, empty) == (("l", "n"), (list, int), (None,)) and empty == ["l"]
