@@ -381,12 +381,9 @@ def write_csv(image: GraphImage, directory: Path, scan: NodeScan | None = None,
             if not _NAME.match(name):
                 raise ProvstreamError(f"cannot import property name {name!r}")
         path = directory / f"nodes-{i}.csv"
-        with path.open("wb") as f:
-            f.write(_header_line(["iri:ID", ":LABEL", *(f"{n}:{t}" for n, t in signature)]))
-            for at in range(0, len(members), CHUNK):
-                data, chunk_longest, chunk_multiline = _NODE_LINES(members[at:at + CHUNK], signature, delimiter)
-                f.write(data)
-                longest, multiline = max(longest, chunk_longest), multiline or chunk_multiline
+        header = ["iri:ID", ":LABEL", *(f"{n}:{t}" for n, t in signature)]
+        found = _write_file(path, header, members, _NODE_LINES, signature, delimiter)
+        longest, multiline = max(longest, found[0]), multiline or found[1]
         node_files.append(path)
     rel_groups: dict[tuple[str, Signature], list[ImageRelationship]] = {}
     rel_count = 0
@@ -396,13 +393,9 @@ def write_csv(image: GraphImage, directory: Path, scan: NodeScan | None = None,
     rel_files: list[Path] = []
     for i, ((rel_type, signature), rel_members) in enumerate(sorted(rel_groups.items())):
         path = directory / f"relationships-{i}.csv"
-        with path.open("wb") as f:
-            f.write(_header_line([":START_ID", ":END_ID", ":TYPE", *(f"{n}:{t}" for n, t in signature)]))
-            for at in range(0, len(rel_members), CHUNK):
-                data, chunk_longest, chunk_multiline = _RELATIONSHIP_LINES(
-                    rel_members[at:at + CHUNK], rel_type, signature, delimiter)
-                f.write(data)
-                longest, multiline = max(longest, chunk_longest), multiline or chunk_multiline
+        header = [":START_ID", ":END_ID", ":TYPE", *(f"{n}:{t}" for n, t in signature)]
+        found = _write_file(path, header, rel_members, _RELATIONSHIP_LINES, rel_type, signature, delimiter)
+        longest, multiline = max(longest, found[0]), multiline or found[1]
         rel_files.append(path)
     return ImportPlan(
         node_files=tuple(node_files), relationship_files=tuple(rel_files), array_delimiter=delimiter,
@@ -463,6 +456,22 @@ def _scan(texts: Sequence[str], longest: int, multiline: bool) -> tuple[int, boo
     return longest, multiline
 
 
+def _write_file(path: Path, header: Sequence[str], members: Sequence[Any], lines: Callable[..., Lines],
+                *args: Any) -> tuple[int, bool]:
+    """Write the header, then ``lines(chunk, *args)`` of ``members`` :data:`CHUNK` at a time.
+
+    :returns: the longest text cell in UTF-8 bytes, and whether one holds a line break.
+    """
+    longest, multiline = 0, False
+    with path.open("wb") as f:
+        f.write(_header_line(header))
+        for at in range(0, len(members), CHUNK):
+            data, chunk_longest, chunk_multiline = lines(members[at:at + CHUNK], *args)
+            f.write(data)
+            longest, multiline = max(longest, chunk_longest), multiline or chunk_multiline
+    return longest, multiline
+
+
 def _header_line(cells: Sequence[str]) -> bytes:
     """A header row as ``csv.writer(quoting=csv.QUOTE_NONNUMERIC)`` writes it (every cell a string)."""
     return ("".join(('"', '","'.join(c.replace('"', '""') for c in cells), '"\n'))).encode("utf-8")
@@ -471,37 +480,33 @@ def _header_line(cells: Sequence[str]) -> bytes:
 Lines = tuple[bytes, int, bool]  # UTF-8 CSV lines, the longest text cell in bytes, a line break in one
 
 
-def _node_lines_py(nodes: Sequence[ImageNode], signature: Signature, delimiter: str) -> Lines:
-    """The CSV lines of ``nodes`` (IRI, labels, the signature's columns) written by the csv module."""
+def _lines_py(items: Sequence[Any], lead: Callable[[Any], list[Any]], width: int, signature: Signature,
+              delimiter: str) -> Lines:
+    """The CSV lines of ``items`` (their ``width`` lead cells, then the signature's columns of their
+    ``props``) as the csv module writes them."""
     buffer = io.StringIO()
     out = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
-    values, convert, texts = _getter(signature), _converters(signature, delimiter), _texts(2, signature)
+    values, convert, texts = _getter(signature), _converters(signature, delimiter), _texts(width, signature)
     longest, multiline = 0, False
-    for node in nodes:
-        cells = values(node.props)
+    for item in items:
+        cells = values(item.props)
         if convert is not None:
             cells = convert(cells)
-        row = [node.iri, delimiter.join(sorted(node.labels)), *cells]
+        row = [*lead(item), *cells]
         longest, multiline = _scan(texts(row), longest, multiline)
         out.writerow(row)
     return buffer.getvalue().encode("utf-8"), longest, multiline
+
+
+def _node_lines_py(nodes: Sequence[ImageNode], signature: Signature, delimiter: str) -> Lines:
+    """The CSV lines of ``nodes`` (IRI, labels, the signature's columns) written by the csv module."""
+    return _lines_py(nodes, lambda node: [node.iri, delimiter.join(sorted(node.labels))], 2, signature, delimiter)
 
 
 def _relationship_lines_py(rels: Sequence[ImageRelationship], rel_type: str, signature: Signature,
                            delimiter: str) -> Lines:
     """The CSV lines of ``rels`` (start, end, type, the signature's columns) written by the csv module."""
-    buffer = io.StringIO()
-    out = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
-    values, convert, texts = _getter(signature), _converters(signature, delimiter), _texts(3, signature)
-    longest, multiline = 0, False
-    for rel in rels:
-        cells = values(rel.props)
-        if convert is not None:
-            cells = convert(cells)
-        row = [rel.start, rel.end, rel_type, *cells]
-        longest, multiline = _scan(texts(row), longest, multiline)
-        out.writerow(row)
-    return buffer.getvalue().encode("utf-8"), longest, multiline
+    return _lines_py(rels, lambda rel: [rel.start, rel.end, rel_type], 3, signature, delimiter)
 
 
 # The C lines' code of each column type they write (any other type: the csv module writes the file).
