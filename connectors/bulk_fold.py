@@ -48,7 +48,7 @@ from provstream.connectors.neo4j.csvfiles import (
     write_csv,
 )
 from provstream.connectors.neo4j.image import GraphImage, object_only
-from provstream.connectors.neo4j.rows import Rows, batch_rows, lineage_rows, triple_count
+from provstream.connectors.neo4j.rows import Rows, batch_rows_at, triple_count
 from provstream.connectors.sink import Failure, Record, decode_records, isolate_rejects, split_retractions
 from provstream.core.triples import StepTriples
 from provstream.crypto import KeyRing
@@ -102,8 +102,8 @@ class ImageFold:
     def _write(self, items: list[tuple[Record, StepTriples]]) -> None:
         messages = [msg for _, msg in items]
         # The rows the sink would send (raises StoreError before anything is applied).
-        _, rows = batch_rows(messages, [row for record, msg in items for row in lineage_rows(
-            msg, source_of(record.headers), (record.partition, record.offset))])
+        _, rows = batch_rows_at(messages, [
+            (source_of(record.headers), (record.partition, record.offset)) for record, _ in items])
         self.image.write(rows)
         if self.touched is not None:
             self.touched.update(row["iri"] for row in rows)

@@ -50,7 +50,7 @@ from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from provstream.codec import records as wire
-from provstream.connectors.neo4j.rows import lineage_rows, node_iris, triple_count
+from provstream.connectors.neo4j.rows import node_iris, triple_count
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import StepTriples
 from provstream.crypto import KeyRing
@@ -419,8 +419,8 @@ class Sink:
     def _write(self, items: list[tuple[Record, StepTriples]]) -> None:
         messages = [msg for _, msg in items]
         began = time.monotonic()
-        rows = self.store.write(messages, [row for record, msg in items for row in lineage_rows(
-            msg, source_of(record.headers), (record.partition, record.offset))])
+        rows = self.store.write(messages, origins=[
+            (source_of(record.headers), (record.partition, record.offset)) for record, _ in items])
         with self._stats_lock:
             self.stats.rows += rows
             self.stats.triples += triple_count(messages)

@@ -11,9 +11,14 @@
  * (a quoted triple the model cannot hold, a look-alike value, an unknown
  * term) it raises Unsupported and rows.py builds the rows in Python, which
  * gives the same rows or the StoreError. The rare literal forms (typed
- * values, extra literals) and the Browser caption call the Python functions of
- * rows.py and model.py that configure() hands over, so there is one
- * definition of each.
+ * values, extra literals) call the Python functions of rows.py and model.py
+ * that configure() hands over, so there is one definition of each. The
+ * Browser caption is model.caption in C for exact str and int values, and
+ * calls it for anything else.
+ *
+ * write_rows_at(batch, origins) is write_rows with the lineage rows of
+ * rows.lineage_rows worked out from each message's (event, triples) origin,
+ * without making them.
  */
 
 #include "_avro_c.h"
@@ -33,14 +38,14 @@ static PyObject *Unsupported;      /* the exception that sends a batch to the Py
 typedef struct {
     const char *name;
     PyObject **slot;
-    int kind;                      /* 0 dict, 1 str, 2 callable, 3 tuple of str */
+    int kind;                      /* 0 dict, 1 str, 2 callable, 3 tuple of str, 4 int >= 1 */
 } Setting;
 
 static PyObject *labels_of, *string_props, *integer_props, *datetime_props, *list_props, *rel_types;
 static PyObject *mechanism_values, *state_words;
 static PyObject *link_type, *rdf_type, *tg_edge, *xsd_integer, *xsd_datetime, *retrieval_graph, *caption_prop;
 static PyObject *datetime_names;
-static PyObject *parse_integer, *parse_datetime, *extra_literal, *caption;
+static PyObject *parse_integer, *parse_datetime, *extra_literal, *caption, *caption_width_obj;
 
 static const Setting SETTINGS[] = {
     {"LABELS", &labels_of, 0}, {"STRING_PROPS", &string_props, 0}, {"INTEGER_PROPS", &integer_props, 0},
@@ -50,7 +55,7 @@ static const Setting SETTINGS[] = {
     {"XSD_INTEGER", &xsd_integer, 1}, {"XSD_DATETIME", &xsd_datetime, 1}, {"GRAPH", &retrieval_graph, 1},
     {"CAPTION_PROP", &caption_prop, 1}, {"DATETIME_NAMES", &datetime_names, 3},
     {"parse_integer", &parse_integer, 2}, {"parse_datetime", &parse_datetime, 2},
-    {"extra_literal", &extra_literal, 2}, {"caption", &caption, 2},
+    {"extra_literal", &extra_literal, 2}, {"caption", &caption, 2}, {"CAPTION_WIDTH", &caption_width_obj, 4},
 };
 #define NSETTINGS ((Py_ssize_t)(sizeof(SETTINGS) / sizeof(SETTINGS[0])))
 
@@ -450,6 +455,194 @@ labels_for(PyObject *types)
     return sorted_keys(seen);
 }
 
+/* -- the Browser caption (model.caption) ------------------------------------------ */
+
+static PyObject *l_question, *l_analysis, *l_conclusion, *l_exploration, *l_focus, *l_synthesis;
+static PyObject *c_query, *c_action, *c_answer, *c_chunk_count, *c_edge_count, *c_content;
+static PyObject *w_question, *w_think, *w_answer, *w_exploration, *w_focus, *w_synthesis, *w_edge, *w_chunks,
+    *w_edges, *w_ellipsis, *w_dot;
+static Py_ssize_t caption_width;
+
+static int
+intern_caption_words(void)
+{
+    struct { PyObject **slot; const char *text; } words[] = {
+        {&l_question, "Question"}, {&l_analysis, "Analysis"}, {&l_conclusion, "Conclusion"},
+        {&l_exploration, "Exploration"}, {&l_focus, "Focus"}, {&l_synthesis, "Synthesis"},
+        {&c_query, "query"}, {&c_action, "action"}, {&c_answer, "answer"}, {&c_chunk_count, "chunkCount"},
+        {&c_edge_count, "edgeCount"}, {&c_content, "content"},
+        {&w_question, "question"}, {&w_think, "think"}, {&w_answer, "answer: "}, {&w_exploration, "exploration"},
+        {&w_focus, "focus"}, {&w_synthesis, "synthesis: "}, {&w_edge, "edge \xc2\xb7 "}, {&w_chunks, "chunks"},
+        {&w_edges, "edges"}, {&w_ellipsis, "\xe2\x80\xa6"}, {&w_dot, " \xc2\xb7 "},
+    };
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if ((*words[i].slot = PyUnicode_FromString(words[i].text)) == NULL)
+            return -1;
+    return 0;
+}
+
+/* text(name) of model.caption: props[name] if an exact str (a new reference), "" if absent or not a str;
+ * NULL with *odd = 1 for a str subclass (the Python caption then decides). */
+static PyObject *
+caption_text(PyObject *props, PyObject *name, int *odd)
+{
+    PyObject *value = PyDict_GetItemWithError(props, name);
+    if (value == NULL)
+        return PyErr_Occurred() ? NULL : PyUnicode_FromStringAndSize("", 0);
+    if (PyUnicode_CheckExact(value))
+        return Py_NewRef(value);
+    if (PyUnicode_Check(value)) {
+        *odd = 1;
+        return NULL;
+    }
+    return PyUnicode_FromStringAndSize("", 0);
+}
+
+/* The part of s after the last of the characters in stops (all of s if none): str.rsplit / vocab.local_name. */
+static PyObject *
+after_last(PyObject *s, const char *stops)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), i = n;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    while (i > 0) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i - 1);
+        if (ch < 128 && ch != 0 && strchr(stops, (int)ch) != NULL)
+            break;
+        i--;
+    }
+    return PyUnicode_Substring(s, i, n);
+}
+
+/* " ".join(out.split()), cut to caption_width characters with an ellipsis; out's reference is stolen. */
+static PyObject *
+flatten(PyObject *out)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(out), len = 0, i;
+    int kind = PyUnicode_KIND(out), space = 1, clean = 1;
+    const void *data = PyUnicode_DATA(out);
+    for (i = 0; i < n && clean; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (Py_UNICODE_ISSPACE(ch))
+            clean = !space && ch == ' ' && i + 1 < n && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i + 1));
+        space = Py_UNICODE_ISSPACE(ch);
+    }
+    if (!clean) {
+        Py_UCS4 *buf = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_UCS4));
+        if (buf == NULL) {
+            Py_DECREF(out);
+            return PyErr_NoMemory();
+        }
+        space = 1;
+        for (i = 0; i < n; i++) {
+            Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+            if (Py_UNICODE_ISSPACE(ch))
+                space = 1;
+            else {
+                if (space && len)
+                    buf[len++] = ' ';
+                buf[len++] = ch;
+                space = 0;
+            }
+        }
+        Py_DECREF(out);
+        out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, len);
+        PyMem_Free(buf);
+        if (out == NULL)
+            return NULL;
+    }
+    if (PyUnicode_GET_LENGTH(out) <= caption_width)
+        return out;
+    PyObject *head = PyUnicode_Substring(out, 0, caption_width - 1), *cut = NULL;
+    Py_DECREF(out);
+    if (head != NULL) {
+        cut = PyUnicode_Concat(head, w_ellipsis);
+        Py_DECREF(head);
+    }
+    return cut;
+}
+
+/* a + b for two new references (both stolen), NULL if either is. */
+static PyObject *
+concat_steal(PyObject *a, PyObject *b)
+{
+    PyObject *out = a != NULL && b != NULL ? PyUnicode_Concat(a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return out;
+}
+
+/* model.caption(labels, props, iri) for exact str, int and None values; the Python function for the rest. */
+static PyObject *
+caption_of(PyObject *labels, PyObject *props, PyObject *iri)
+{
+    PyObject *out = NULL, *found[6] = {l_question, l_analysis, l_conclusion, l_exploration, l_focus, l_synthesis};
+    int which = -1, odd = !PyList_CheckExact(labels) || !PyDict_CheckExact(props) || !PyUnicode_CheckExact(iri);
+    for (int i = 0; !odd && i < 6 && which < 0; i++) {
+        int in = PySequence_Contains(labels, found[i]);
+        if (in < 0)
+            return NULL;
+        if (in)
+            which = i;
+    }
+    switch (odd ? -2 : which) {
+    case 0:
+        out = caption_text(props, c_query, &odd);
+        if (out != NULL && PyUnicode_GET_LENGTH(out) == 0)
+            Py_SETREF(out, Py_NewRef(w_question));
+        break;
+    case 1: {
+        PyObject *action = caption_text(props, c_action, &odd), *last = after_last(iri, "/");
+        if (action != NULL && last != NULL)
+            out = PyUnicode_FromFormat("%U%U%U", last, w_dot, PyUnicode_GET_LENGTH(action) ? action : w_think);
+        Py_XDECREF(action);
+        Py_XDECREF(last);
+        break;
+    }
+    case 2:
+        out = concat_steal(Py_NewRef(w_answer), caption_text(props, c_answer, &odd));
+        break;
+    case 3: {
+        int chunks = PyDict_Contains(props, c_chunk_count);
+        if (chunks < 0)
+            return NULL;
+        PyObject *count = PyDict_GetItemWithError(props, chunks ? c_chunk_count : c_edge_count);
+        if (count == NULL && PyErr_Occurred())
+            return NULL;
+        if (count == NULL || count == Py_None)
+            out = Py_NewRef(w_exploration);
+        else if (PyLong_CheckExact(count) || PyUnicode_CheckExact(count))
+            out = PyUnicode_FromFormat("%U%U%S %U", w_exploration, w_dot, count, chunks ? w_chunks : w_edges);
+        else
+            odd = 1;
+        break;
+    }
+    case 4:
+        out = Py_NewRef(w_focus);
+        break;
+    case 5:
+        out = concat_steal(Py_NewRef(w_synthesis), caption_text(props, c_content, &odd));
+        break;
+    case -1: {
+        PyObject *edge = caption_text(props, k_edge_predicate, &odd);
+        if (edge != NULL && PyUnicode_GET_LENGTH(edge))
+            out = concat_steal(Py_NewRef(w_edge), after_last(edge, "#/:"));
+        else if (edge != NULL)
+            out = after_last(iri, "#/:");
+        Py_XDECREF(edge);
+        break;
+    }
+    default:
+        break;
+    }
+    if (odd) {
+        Py_XDECREF(out);
+        PyObject *args[3] = {labels, props, iri};
+        return PyObject_Vectorcall(caption, args, 3, NULL);
+    }
+    return out == NULL ? NULL : flatten(out);
+}
+
 /* A node's row: {"iri", "props", "labels"[, "types"][, "chunks"][, "extra"][, <datetime>]}. */
 static PyObject *
 node_row(Node *n)
@@ -491,8 +684,7 @@ node_row(Node *n)
             goto error;
     }
     if (captioned) {
-        PyObject *args[3] = {labels, props, n->iri};
-        if (set_steal(props, caption_prop, PyObject_Vectorcall(caption, args, 3, NULL)) < 0)
+        if (set_steal(props, caption_prop, caption_of(labels, props, n->iri)) < 0)
             goto error;
     }
     Py_DECREF(props);
@@ -550,41 +742,109 @@ put_status(PyObject *out, PyObject *msg)
     return set_steal(row, k_missing, PySequence_List(f[4]));
 }
 
-/* One lineage row onto its node's row (rows.write_rows: first non-null value of each offset, retrieval graph only). */
-static int
-put_lineage(PyObject *out, PyObject *line)
+/* The row of iri if its node is of the retrieval graph (borrowed); NULL if not, or with an error set. */
+static PyObject *
+retrieval_row(PyObject *out, PyObject *iri)
 {
-    PyObject *iri = PyObject_GetItem(line, k_iri), *found, *graph, *kept;
-    if (iri == NULL)
-        return -1;
-    found = PyDict_GetItemWithError(out, iri);
-    Py_DECREF(iri);
+    PyObject *found = PyDict_GetItemWithError(out, iri), *graph;
     if (found == NULL)
-        return PyErr_Occurred() ? -1 : 0;
+        return NULL;
     graph = PyDict_GetItemWithError(PyDict_GetItem(found, k_props), k_graph);
     if (graph == NULL) {
         if (PyErr_Occurred())
-            return -1;
+            return NULL;
         graph = PyDict_GetItem(found, k_graph);
         if (graph == NULL)
             graph = Py_None;
     }
     int same = PyObject_RichCompareBool(graph, retrieval_graph, Py_EQ);
-    if (same <= 0)
-        return same;
-    if ((kept = PyDict_GetItemWithError(found, k_lineage)) == NULL) {
+    return same > 0 ? found : NULL;
+}
+
+/* The four offsets onto a row's lineage (rows.write_rows: the first non-null value of each is kept). */
+static int
+keep_offsets(PyObject *row, PyObject *const *values)
+{
+    PyObject *kept = PyDict_GetItemWithError(row, k_lineage);
+    if (kept == NULL) {
         if (PyErr_Occurred() || (kept = PyDict_New()) == NULL)
             return -1;
         for (int i = 0; i < 4; i++)
-            if (set_steal(kept, lineage_fields[i], PyObject_GetItem(line, lineage_fields[i])) < 0) {
+            if (PyDict_SetItem(kept, lineage_fields[i], values[i]) < 0) {
                 Py_DECREF(kept);
                 return -1;
             }
-        return set_steal(found, k_lineage, kept);
+        return set_steal(row, k_lineage, kept);
     }
-    for (int i = 0; i < 4; i++) {
-        PyObject *value = PyDict_GetItem(kept, lineage_fields[i]);
-        if (value == Py_None && set_steal(kept, lineage_fields[i], PyObject_GetItem(line, lineage_fields[i])) < 0)
+    for (int i = 0; i < 4; i++)
+        if (PyDict_GetItem(kept, lineage_fields[i]) == Py_None && PyDict_SetItem(kept, lineage_fields[i], values[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* One lineage row (a mapping: iri and the four offsets) onto its node's row. */
+static int
+put_lineage(PyObject *out, PyObject *line)
+{
+    PyObject *iri = PyObject_GetItem(line, k_iri), *row, *values[4] = {NULL, NULL, NULL, NULL};
+    int rc = -1;
+    if (iri == NULL)
+        return -1;
+    row = retrieval_row(out, iri);
+    Py_DECREF(iri);
+    if (row == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    for (int i = 0; i < 4; i++)
+        if ((values[i] = PyObject_GetItem(line, lineage_fields[i])) == NULL)
+            goto done;
+    rc = keep_offsets(row, values);
+done:
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(values[i]);
+    return rc;
+}
+
+/* The offsets of an origin ((event, triples), each None or (partition, offset)) into values (borrowed). */
+static int
+origin_offsets(PyObject *origin, PyObject **values)
+{
+    if (!PyTuple_CheckExact(origin) || PyTuple_GET_SIZE(origin) != 2)
+        return bail("an origin that is not a pair");
+    for (int k = 0; k < 2; k++) {
+        PyObject *at = PyTuple_GET_ITEM(origin, k);
+        if (at == Py_None)
+            values[2 * k] = values[2 * k + 1] = Py_None;
+        else if (PyTuple_CheckExact(at) && PyTuple_GET_SIZE(at) == 2) {
+            values[2 * k] = PyTuple_GET_ITEM(at, 0);
+            values[2 * k + 1] = PyTuple_GET_ITEM(at, 1);
+        }
+        else
+            return bail("a position that is not None or a (partition, offset) pair");
+    }
+    return 0;
+}
+
+/* rows.lineage_rows(msg, *origin) onto the rows, as put_lineage would put each (a subject met twice in
+ * one message gets the same offsets again, which changes nothing). */
+static int
+put_origin(PyObject *out, PyObject *msg, PyObject *origin)
+{
+    PyObject *values[4], *triples = get(msg, &STEP, F_TRIPLES), **ts, *last = NULL, *s, *row;
+    Py_ssize_t nt;
+    if (triples == NULL || origin_offsets(origin, values) < 0 || items_of(triples, &ts, &nt) < 0)
+        return -1;
+    for (Py_ssize_t j = 0; j < nt; j++) {
+        if ((s = get(ts[j], &TRIPLE, 0)) == NULL || (s = iri_value(s)) == NULL)
+            return -1;
+        if (s == last)
+            continue;
+        last = s;
+        if ((row = retrieval_row(out, s)) == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;
+        }
+        if (keep_offsets(row, values) < 0)
             return -1;
     }
     return 0;
@@ -645,8 +905,10 @@ object_iris(PyObject *rels, PyObject *index)
     return sorted_keys(seen);
 }
 
+/* The rows of batch, with the lineage of either the lineage rows (an iterable) or the origins (a list of one
+ * origin per message); the other is NULL. */
 static PyObject *
-build(PyObject *batch, PyObject *lineage)
+build(PyObject *batch, PyObject *lineage, PyObject *origins)
 {
     Nodes ns = {NULL, 0, 0};
     PyObject *index = PyDict_New(), *rels = PyDict_New(), *statuses = PyDict_New(), *out = PyDict_New();
@@ -695,13 +957,28 @@ build(PyObject *batch, PyObject *lineage)
     while (PyDict_Next(statuses, &pos, &key, &msg))
         if (put_status(out, msg) < 0)
             goto done;
-    if ((iter = PyObject_GetIter(lineage)) == NULL)
-        goto done;
-    while ((line = PyIter_Next(iter)) != NULL) {
-        int rc = put_lineage(out, line);
-        Py_DECREF(line);
-        if (rc < 0)
+    if (origins != NULL) {
+        PyObject **at;
+        Py_ssize_t nat;
+        if (items_of(origins, &at, &nat) < 0)
             goto done;
+        if (nat != nmsgs) {
+            bail("not one origin per message");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < nmsgs; i++)
+            if (put_origin(out, msgs[i], at[i]) < 0)
+                goto done;
+    }
+    else {
+        if ((iter = PyObject_GetIter(lineage)) == NULL)
+            goto done;
+        while ((line = PyIter_Next(iter)) != NULL) {
+            int rc = put_lineage(out, line);
+            Py_DECREF(line);
+            if (rc < 0)
+                goto done;
+        }
     }
     if (PyErr_Occurred() || put_relationships(out, rels) < 0)
         goto done;
@@ -755,7 +1032,65 @@ write_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_Format(PyExc_TypeError, "write_rows() takes 2 arguments (%zd given)", nargs);
     if (!configured)
         return PyErr_SetString(Unsupported, "configure() has not been called"), NULL;
-    return build(args[0], args[1]);
+    return build(args[0], args[1], NULL);
+}
+
+PyDoc_STRVAR(write_rows_at_doc,
+"write_rows_at(batch, origins, /)\n--\n\n"
+"``write_rows(batch, lineage)`` with the lineage rows of each message read where ``origins`` says:\n"
+"the rows of ``rows.lineage_rows(msg, event, triples)`` for each message and its ``(event, triples)``,\n"
+"without making them.\n\n"
+"Parameters:\n"
+"    batch: a ``list`` or ``tuple`` of ``StepTriples``.\n"
+"    origins: a ``list`` or ``tuple`` of one ``(event, triples)`` per message, each ``None`` or an exact\n"
+"        ``(partition, offset)`` tuple.\n\n"
+"Returns:\n"
+"    ``(count, rows)``, as write_rows.\n\n"
+"Raises:\n"
+"    Unsupported as write_rows does, and for origins of another shape or length.\n\n"
+"Example::\n\n"
+"    >>> from provstream.connectors.neo4j import rows\n"
+"    >>> from provstream.core.triples import Iri, SessionState, SessionStatus, StepTriples, Triple\n"
+"    >>> from provstream.core.vocab import Mechanism\n"
+"    >>> step = StepTriples(\"e1\", \"s1\", Mechanism.AGENT, 0, \"u\", \"c\", \"urn:q\",\n"
+"    ...                    (Triple(Iri(\"urn:a\"), Iri(\"urn:b\"), Iri(\"urn:c\")),), SessionStatus(SessionState.OPEN, 1))\n"
+"    >>> write_rows_at([step], [(None, (0, 7))]) == write_rows([step], rows.lineage_rows(step, None, (0, 7)))\n"
+"    True\n");
+
+static PyObject *
+write_rows_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "write_rows_at() takes 2 arguments (%zd given)", nargs);
+    if (!configured)
+        return PyErr_SetString(Unsupported, "configure() has not been called"), NULL;
+    return build(args[0], NULL, args[1]);
+}
+
+PyDoc_STRVAR(caption_doc,
+"caption(labels, props, iri, /)\n--\n\n"
+"``model.caption(labels, props, iri)``: in C for exact ``str`` / ``int`` values, by the Python function\n"
+"for anything else (a ``str`` subclass, a count of another type).\n\n"
+"Parameters:\n"
+"    labels: the node's labels (a list of str).\n"
+"    props: its properties (a dict).\n"
+"    iri: its IRI.\n\n"
+"Returns:\n"
+"    The caption, the same ``str`` as model.caption's.\n\n"
+"Example::\n\n"
+"    >>> caption([\"Analysis\"], {\"action\": \"Search\"}, \"urn:trustgraph:agent:s/i3\")\n"
+"    'i3 \xc2\xb7 Search'\n");
+
+static PyObject *
+caption_fn(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3)
+        return PyErr_Format(PyExc_TypeError, "caption() takes 3 arguments (%zd given)", nargs);
+    if (!configured)
+        return PyErr_SetString(Unsupported, "configure() has not been called"), NULL;
+    return caption_of(args[0], args[1], args[2]);
 }
 
 PyDoc_STRVAR(configure_doc,
@@ -763,8 +1098,8 @@ PyDoc_STRVAR(configure_doc,
 "Hand over the model's tables and functions (a dict; rows.py passes them once, at import).\n\n"
 "Keys: LABELS, STRING_PROPS, INTEGER_PROPS, DATETIME_PROPS, LIST_PROPS, REL_TYPES,\n"
 "MECHANISM_VALUES, STATE_WORDS (dicts); LINK, RDF_TYPE, TG_EDGE, XSD_INTEGER, XSD_DATETIME,\n"
-"GRAPH, CAPTION_PROP (str); DATETIME_NAMES (tuple of str); parse_integer, parse_datetime,\n"
-"extra_literal, caption (callables). Raises TypeError or KeyError if one is missing or of\n"
+"GRAPH, CAPTION_PROP (str); DATETIME_NAMES (tuple of str); CAPTION_WIDTH (int); parse_integer,\n"
+"parse_datetime, extra_literal, caption (callables). Raises TypeError or KeyError if one is missing or of\n"
 "another kind, and write_rows() stays unusable.\n");
 
 static PyObject *
@@ -783,6 +1118,7 @@ configure(PyObject *module, PyObject *settings)
         case 0: ok = PyDict_CheckExact(value); break;
         case 1: ok = PyUnicode_CheckExact(value); break;
         case 2: ok = PyCallable_Check(value); break;
+        case 4: ok = PyLong_CheckExact(value) && PyLong_AsSsize_t(value) >= 1; break;
         default:
             ok = PyTuple_CheckExact(value);
             for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(value); j++)
@@ -792,12 +1128,15 @@ configure(PyObject *module, PyObject *settings)
             return PyErr_Format(PyExc_TypeError, "configure(): %s is not of the expected kind", SETTINGS[i].name);
         Py_XSETREF(*SETTINGS[i].slot, Py_NewRef(value));
     }
+    caption_width = PyLong_AsSsize_t(caption_width_obj);
     configured = 1;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"write_rows", (PyCFunction)(void (*)(void))write_rows, METH_FASTCALL, write_rows_doc},
+    {"write_rows_at", (PyCFunction)(void (*)(void))write_rows_at, METH_FASTCALL, write_rows_at_doc},
+    {"caption", (PyCFunction)(void (*)(void))caption_fn, METH_FASTCALL, caption_doc},
     {"configure", (PyCFunction)configure, METH_O, configure_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -820,7 +1159,7 @@ PyInit__rows_c(void)
         return NULL;
     }
     if ((triples = PyImport_ImportModule("provstream.core.triples")) == NULL
-        || load_classes(CLASSES, NCLASSES, triples) < 0 || intern_keys() < 0)
+        || load_classes(CLASSES, NCLASSES, triples) < 0 || intern_keys() < 0 || intern_caption_words() < 0)
         goto done;
     for (Py_ssize_t i = 0; i < NCLASSES; i++)
         if (!CLASSES[i]->direct) {

@@ -250,6 +250,24 @@ def lineage_rows(msg: StepTriples, event: tuple[int, int] | None,
             for iri in subjects]
 
 
+Position = tuple[int, int] | None  # (partition, offset) of a Kafka record, if known
+Origin = tuple[Position, Position]  # where a triples message came from: its events record, its triples record
+
+
+def lineage_at(batch: Sequence[StepTriples], origins: Sequence[Origin]) -> list[Row]:
+    """The :func:`lineage_rows` of every message of a batch, in batch order (pure).
+
+    :param batch: the triples messages.
+    :param origins: one ``(event, triples)`` per message, as :func:`lineage_rows` takes them.
+    :returns: the lineage rows, message by message.
+    :raises ValueError: not one origin per message.
+
+    Example: ``lineage_at([msg], [(None, (0, 7))]) == lineage_rows(msg, None, (0, 7))``.
+    """
+    return [row for msg, (event, triples) in zip(batch, origins, strict=True)
+            for row in lineage_rows(msg, event, triples)]
+
+
 _ALLOWED_LABELS = frozenset(m.LABELS.values())
 _STATUS_FIELDS = ("status", "steps", "expectedSteps", "lateSteps", "missingSteps")
 _LINEAGE_FIELDS = ("eventPartition", "eventOffset", "triplesPartition", "triplesOffset")
@@ -321,11 +339,16 @@ def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Ro
 # -- the sink's rows in one pass --------------------------------------------------
 
 BatchRows = Callable[[Sequence[StepTriples], Iterable[Mapping[str, Any]]], tuple[int, list[Row]]]
+BatchRowsAt = Callable[[Sequence[StepTriples], Sequence[Origin]], tuple[int, list[Row]]]
 
 
 def _batch_rows_py(batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = ()) -> tuple[int, list[Row]]:
     rows = build_rows(batch)
     return rows.count, write_rows(rows, lineage)
+
+
+def _batch_rows_at_py(batch: Sequence[StepTriples], origins: Sequence[Origin]) -> tuple[int, list[Row]]:
+    return _batch_rows_py(batch, lineage_at(batch, origins))
 
 
 def _sample_batch() -> list[StepTriples]:
@@ -347,8 +370,8 @@ def _sample_batch() -> list[StepTriples]:
     ]
 
 
-def _choose_batch_rows() -> BatchRows:
-    """What :func:`batch_rows` runs: the C rows when built, else :func:`build_rows` + :func:`write_rows`.
+def _choose_batch_rows() -> tuple[BatchRows, BatchRowsAt]:
+    """What :func:`batch_rows` and :func:`batch_rows_at` run: the C rows when built, else the Python ones.
 
     ``provstream.connectors.neo4j._rows_c`` (``connectors/neo4j/_rows_c.c``, built by
     ``pip install`` when a C compiler is there) returns what the Python functions
@@ -358,20 +381,20 @@ def _choose_batch_rows() -> BatchRows:
     give the rows of a sample batch exactly as the Python functions do.
 
     Returns:
-        a function ``(batch, lineage) -> (count, rows)``.
+        the functions ``(batch, lineage) -> (count, rows)`` and ``(batch, origins) -> (count, rows)``.
 
     Example::
 
         >>> batch = _sample_batch()
-        >>> _choose_batch_rows()(batch, []) == _batch_rows_py(batch, [])
+        >>> _choose_batch_rows()[0](batch, []) == _batch_rows_py(batch, [])
         True
     """
     if c_extensions_off():
-        return _batch_rows_py
+        return _batch_rows_py, _batch_rows_at_py
     try:
         from provstream.connectors.neo4j import _rows_c
     except ImportError:
-        return _batch_rows_py
+        return _batch_rows_py, _batch_rows_at_py
     try:
         _rows_c.configure({
             "LABELS": dict(m.LABELS), "STRING_PROPS": dict(m.STRING_PROPS), "INTEGER_PROPS": dict(m.INTEGER_PROPS),
@@ -381,15 +404,18 @@ def _choose_batch_rows() -> BatchRows:
             "TG_EDGE": v.TG_EDGE, "XSD_INTEGER": v.XSD_INTEGER, "XSD_DATETIME": v.XSD_DATETIME, "GRAPH": v.GRAPH,
             "CAPTION_PROP": m.CAPTION_PROP, "DATETIME_NAMES": _DATETIME_NAMES, "parse_integer": m.parse_integer,
             "parse_datetime": m.parse_datetime, "extra_literal": extra_literal, "caption": m.caption,
+            "CAPTION_WIDTH": m.CAPTION_WIDTH,
         })
         batch = _sample_batch()
-        lineage = [row for i, msg in enumerate(batch) for row in lineage_rows(msg, (0, i), None)]
-        exact = _rows_c.write_rows(batch, lineage) == _batch_rows_py(batch, lineage)
+        origins: list[Origin] = [((0, i), None) for i in range(len(batch))]
+        lineage = lineage_at(batch, origins)
+        expected = _batch_rows_py(batch, lineage)
+        exact = _rows_c.write_rows(batch, lineage) == expected and _rows_c.write_rows_at(batch, origins) == expected
     except Exception:  # noqa: BLE001 - C rows that cannot build the sample are not used
         exact = False
     if not exact:
-        return _batch_rows_py
-    fast = _rows_c.write_rows
+        return _batch_rows_py, _batch_rows_at_py
+    fast, fast_at = _rows_c.write_rows, _rows_c.write_rows_at
 
     def rows_c(batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = ()) -> tuple[int, list[Row]]:
         lines = lineage if isinstance(lineage, list) else list(lineage)
@@ -398,10 +424,16 @@ def _choose_batch_rows() -> BatchRows:
         except Exception:  # noqa: BLE001 - what the C rows do not take, the Python ones build or refuse
             return _batch_rows_py(batch, lines)
 
-    return rows_c
+    def rows_at_c(batch: Sequence[StepTriples], origins: Sequence[Origin]) -> tuple[int, list[Row]]:
+        try:
+            return fast_at(batch, origins)
+        except Exception:  # noqa: BLE001 - as rows_c
+            return _batch_rows_at_py(batch, origins)
+
+    return rows_c, rows_at_c
 
 
-_batch_rows = _choose_batch_rows()
+_batch_rows, _batch_rows_at = _choose_batch_rows()
 
 
 def batch_rows(batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = ()) -> tuple[int, list[Row]]:
@@ -419,3 +451,20 @@ def batch_rows(batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]
     per subject and object IRI of ``msg``.
     """
     return _batch_rows(batch, lineage)
+
+
+def batch_rows_at(batch: Sequence[StepTriples], origins: Sequence[Origin]) -> tuple[int, list[Row]]:
+    """:func:`batch_rows` with each message's lineage read at its origin.
+
+    That is ``batch_rows(batch, lineage_at(batch, origins))``; the C rows work the
+    lineage out without making the rows of :func:`lineage_at`.
+
+    :param batch: the triples messages of one write.
+    :param origins: one ``(event, triples)`` per message: the (partition, offset) of the events
+        record it was folded from and of the triples record that carried it, each ``None`` if unknown.
+    :returns: ``(count, rows)``, as :func:`batch_rows`.
+    :raises StoreError: a triple the model cannot hold.
+
+    Example: ``batch_rows_at([msg], [(None, (0, 7))]) == batch_rows([msg], lineage_rows(msg, None, (0, 7)))``.
+    """
+    return _batch_rows_at(batch, origins)

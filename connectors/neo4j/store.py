@@ -22,7 +22,7 @@ from neo4j.exceptions import (
 from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.driver import DriverOwner, translated
 from provstream.connectors.neo4j.rebuild import node_triples
-from provstream.connectors.neo4j.rows import batch_rows
+from provstream.connectors.neo4j.rows import Origin, batch_rows, batch_rows_at
 from provstream.core import vocab as v
 from provstream.core.triples import StepTriples, Triple
 from provstream.errors import StoreError, TraceNotFound
@@ -92,18 +92,22 @@ class Neo4jStore(DriverOwner):
 
     # -- write ------------------------------------------------------------------
 
-    def write(self, batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = ()) -> int:
+    def write(self, batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = (), *,
+              origins: Sequence[Origin] | None = None) -> int:
         """Write a batch, with its offset lineage, in one managed transaction of one statement.
 
         :param batch: the triples messages (any order gives the same graph).
         :param lineage: :func:`.rows.lineage_rows` of its messages, in batch order: records on
             each node where it came from (of each offset the first value written is kept).
+        :param origins: instead of ``lineage``, each message's ``(event, triples)`` origin
+            (:func:`.rows.lineage_at` of them is the lineage; the C rows never make it).
         :returns: the number of rows of :func:`.rows.build_rows` written (0: nothing to write);
             the rows sent are those :func:`.rows.batch_rows` gives.
 
-        Example: ``store.write([msg], lineage_rows(msg, (0, 41), (0, 40)))``.
+        Example: ``store.write([msg], lineage_rows(msg, (0, 41), (0, 40)))``, or the same as
+        ``store.write([msg], origins=[((0, 41), (0, 40))])``.
         """
-        count, params = batch_rows(batch, lineage)
+        count, params = batch_rows(batch, lineage) if origins is None else batch_rows_at(batch, origins)
         if count == 0:
             return 0
         with translated(f"writing {len(batch)} triples messages", self._settings), self._session() as session:

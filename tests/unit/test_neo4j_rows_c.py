@@ -42,41 +42,53 @@ def ordered(result: tuple[int, list[dict[str, Any]]]) -> tuple[int, list[list[tu
     return count, [list(row.items()) for row in out]
 
 
+def origins_of(batch: list[StepTriples]) -> list[rows.Origin]:
+    return [((i % 3, i) if i % 4 else None, (0, i) if i % 5 else None) for i in range(len(batch))]
+
+
 def lineage_of(batch: list[StepTriples]) -> list[dict[str, Any]]:
-    return [row for i, msg in enumerate(batch)
-            for row in rows.lineage_rows(msg, (i % 3, i) if i % 4 else None, (0, i))]
+    return rows.lineage_at(batch, origins_of(batch))
 
 
 def assert_same(batch: list[StepTriples]) -> None:
     """C rows equal to the Python rows, or refused by C; batch_rows as the Python rows either way."""
-    lineage = lineage_of(batch)
+    lineage, origins = lineage_of(batch), origins_of(batch)
     try:
         expected = ordered(rows._batch_rows_py(batch, lineage))
     except StoreError as exc:
-        with pytest.raises(StoreError, match=str(exc)[:40].replace("(", r"\(").replace("[", r"\[")):
-            rows.batch_rows(batch, lineage)
-        with pytest.raises(_rows_c.Unsupported):
-            _rows_c.write_rows(batch, lineage)
+        for python, c, how in ((rows.batch_rows, _rows_c.write_rows, lineage),
+                               (rows.batch_rows_at, _rows_c.write_rows_at, origins)):
+            with pytest.raises(StoreError, match=str(exc)[:40].replace("(", r"\(").replace("[", r"\[")):
+                python(batch, how)  # type: ignore[operator]
+            with pytest.raises(_rows_c.Unsupported):
+                c(batch, how)  # type: ignore[operator]
         return
     assert ordered(rows.batch_rows(batch, lineage)) == expected
-    try:
-        assert ordered(_rows_c.write_rows(batch, lineage)) == expected
-    except _rows_c.Unsupported:
-        pass
+    assert ordered(rows.batch_rows_at(batch, origins)) == expected
+    for c, how in ((_rows_c.write_rows, lineage), (_rows_c.write_rows_at, origins)):
+        try:
+            assert ordered(c(batch, how)) == expected  # type: ignore[operator]
+        except _rows_c.Unsupported:
+            pass
 
 
 def test_the_c_rows_are_built_and_chosen() -> None:
     if NO_C:
         assert rows._batch_rows is rows._batch_rows_py
+        assert rows._batch_rows_at is rows._batch_rows_at_py
         return
     assert _rows_c is not None, "the C extension was not built: pip install -e . (needs gcc and Python headers)"
     assert rows._batch_rows is not rows._batch_rows_py
+    assert rows._batch_rows_at is not rows._batch_rows_at_py
     batch = rows._sample_batch()
     assert ordered(_rows_c.write_rows(batch, [])) == ordered(rows._batch_rows_py(batch, []))
+    assert ordered(_rows_c.write_rows_at(batch, origins_of(batch))) == ordered(
+        rows._batch_rows_py(batch, lineage_of(batch)))
 
 
 def test_provstream_no_c_extensions_keeps_the_python_rows() -> None:
-    check = "from provstream.connectors.neo4j import rows; assert rows._batch_rows is rows._batch_rows_py"
+    check = ("from provstream.connectors.neo4j import rows; assert rows._batch_rows is rows._batch_rows_py; "
+             "assert rows._batch_rows_at is rows._batch_rows_at_py")
     subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ, "PROVSTREAM_NO_C_EXTENSIONS": "1"})
 
 
@@ -89,9 +101,47 @@ def test_every_folded_step_of_the_bundled_trajectories_gives_the_same_rows() -> 
     for size in (1, 3, 40, len(messages)):
         for i in range(0, len(messages), size):
             batch = messages[i:i + size]
-            assert ordered(_rows_c.write_rows(batch, lineage_of(batch))) == ordered(
-                rows._batch_rows_py(batch, lineage_of(batch)))
+            expected = ordered(rows._batch_rows_py(batch, lineage_of(batch)))
+            assert ordered(_rows_c.write_rows(batch, lineage_of(batch))) == expected
+            assert ordered(_rows_c.write_rows_at(batch, origins_of(batch))) == expected
     assert_same(messages[::-1])
+
+
+@needs_c
+def test_origins_of_another_shape_go_to_the_python_rows() -> None:
+    batch = rows._sample_batch()
+    for origins in ([(None, (0, 1))], [(None, [0, 1])] * 2, [((0, 1),)] * 2, [[None, None]] * 2,
+                    iter([(None, None)] * 2)):
+        with pytest.raises(_rows_c.Unsupported):
+            _rows_c.write_rows_at(batch, origins)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):  # zip(strict=True): not one origin per message
+        rows.batch_rows_at(batch, [(None, (0, 1))])
+    odd = [(None, [0, 1]), ((2, 3), None)]
+    assert ordered(rows.batch_rows_at(batch, odd)) == ordered(  # type: ignore[arg-type]
+        rows._batch_rows_py(batch, rows.lineage_at(batch, odd)))  # type: ignore[arg-type]
+
+
+class Text(str):
+    __slots__ = ()
+
+
+CAPTION_NAMES = ["query", "action", "answer", "chunkCount", "edgeCount", "content", "edgePredicate", "other"]
+caption_values = st.one_of(
+    st.none(), st.integers(-10, 10**20), st.booleans(), st.floats(allow_nan=False),
+    st.text(st.sampled_from(list("ab /#:·é\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2028\u3000🎸")), max_size=50),
+    st.text(max_size=40), st.builds(Text, st.text(max_size=5)))
+caption_iris = st.text(st.sampled_from(list("ab/#:i3 ")), max_size=12) | st.sampled_from(
+    ["urn:trustgraph:agent:s/i3", "http://x/y#z", ""])
+
+
+@needs_c
+@settings(max_examples=3000, deadline=None)
+@given(st.sets(st.sampled_from(sorted(set(m.LABELS.values())) + ["Other"]), max_size=3).map(sorted),
+       st.dictionaries(st.sampled_from(CAPTION_NAMES), caption_values, max_size=6), caption_iris)
+def test_the_c_caption_is_the_models(labels: list[str], props: dict[str, Any], iri: str) -> None:
+    got = _rows_c.caption(labels, props, iri)
+    assert type(got) is str
+    assert got == m.caption(labels, props, iri)
 
 
 PREDICATES = [v.RDF_TYPE, *sorted(v.TYPES), *m.STRING_PROPS, *m.INTEGER_PROPS, *m.DATETIME_PROPS, *m.LIST_PROPS,
