@@ -22,6 +22,10 @@ rows :meth:`Neo4jStore.write` sends, one per IRI, lineage included), and
 ``tests/unit/test_neo4j_write_rows.py`` checks that WRITE_BATCH's row-per-IRI
 form, and :meth:`GraphImage.write` of it, leave the graph these groups leave.
 
+:meth:`GraphImage.write` runs in C when ``connectors/neo4j/_image_c.c`` is built
+(:func:`_choose_write`); ``tests/unit/test_image_write_c.py`` checks that it leaves the
+image the Python fold leaves, in the same order.
+
 ``tests/unit/test_bulk_image.py`` checks these rules without servers; ``tests/bulk``
 (``make bulk-tests``) compares an imported graph with the streamed one, every
 node's labels and typed properties and every relationship.
@@ -29,14 +33,15 @@ node's labels and typed properties and every relationship.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from provstream.connectors.neo4j import model as m
 from provstream.connectors.neo4j.cypher import RELATIONSHIP_TYPES
 from provstream.connectors.neo4j.rows import Row, Rows
 from provstream.core import vocab as v
+from provstream.native import c_extensions_off
 
 RESOURCE = "Resource"
 LINEAGE_PROPS = ("eventPartition", "eventOffset", "triplesPartition", "triplesOffset")
@@ -127,54 +132,13 @@ class GraphImage:
         Every row's node first (``MERGE``, ``ON CREATE`` / ``ON MATCH``, ``SET``, the status
         and lineage guards), then every row's relationships (their end nodes all exist by then).
 
+        In C when the extension is built (:func:`_choose_write`), in Python otherwise; the same image either way.
+
         :param rows: what :func:`.rows.batch_rows` gives for the batch (its second item).
 
         Example: ``image.write(batch_rows(batch, lineage)[1])``.
         """
-        nodes = self._nodes
-        rows = rows if isinstance(rows, list) else list(rows)
-        for row in rows:
-            iri = row["iri"]
-            node = nodes.get(iri)
-            if node is None:  # ON CREATE SET n.graph = row.graph, n.types = row.types, ...
-                props: dict[str, Any] = {"iri": iri}
-                graph = row.get("graph")
-                if graph is not None:
-                    props["graph"] = graph
-                for key, name in _APPENDED:
-                    values = row.get(key)
-                    if values is not None:
-                        props[name] = list(values)
-                node = nodes[iri] = ImageNode(iri, props=props)
-            else:  # ON MATCH SET: each list gains the values it lacks
-                props = node.props
-                for key, name in _APPENDED:
-                    values = row.get(key)
-                    if values is not None:
-                        old: list[Any] = props.get(name) or []
-                        props[name] = old + [x for x in values if x not in old]
-            _set_all(props, row["props"])
-            started = row.get("startedAtTime")
-            if started is not None:
-                props["startedAtTime"] = Moment(started)
-            labels = row["labels"]
-            if labels:
-                node.labels.update(labels)
-            steps = row.get("steps")
-            if steps is not None and (props.get("steps") is None or props["steps"] <= steps):
-                _set_all(props, {name: row[name] for name in STATUS_PROPS}, keep_empty_lists=True)
-            lineage = row.get("lineage")
-            if lineage is not None:
-                for name in LINEAGE_PROPS:
-                    if props.get(name) is None and lineage[name] is not None:
-                        props[name] = lineage[name]
-        for row in rows:
-            for rel_type in RELATIONSHIP_TYPES:
-                found = row.get(rel_type)
-                if found:
-                    s = row["iri"]
-                    for rel in found:
-                        self._merge_relationship(rel_type, s, rel)
+        _WRITE(self._nodes, self._rels, self._adjacent, rows if isinstance(rows, list) else list(rows))
 
     def apply(self, rows: Rows) -> None:
         """Apply one :meth:`Neo4jStore.write` transaction's rows (objects, nodes, statuses, relationships).
@@ -252,18 +216,7 @@ class GraphImage:
             _set_all(node.props, {name: row[name] for name in STATUS_PROPS}, keep_empty_lists=True)
 
     def _merge_relationship(self, rel_type: str, s: str, row: Row) -> None:
-        o = row["o"]
-        if s not in self._nodes or o not in self._nodes:
-            return  # MATCH finds nothing: the statement writes nothing
-        predicate = row.get("predicate") if rel_type == m.LINK else None
-        key = (s, rel_type, o, predicate)
-        props = self._rels.get(key)
-        if props is None:
-            props = self._rels[key] = {} if predicate is None else {"predicate": predicate}
-            if self._adjacent is not None:
-                self._adjacent.setdefault(s, set()).add(key)
-                self._adjacent.setdefault(o, set()).add(key)
-        props["graph"] = row["graph"]
+        _merge_relationship(self._nodes, self._rels, self._adjacent, rel_type, s, row)
 
     def _adjacency(self) -> dict[str, set[RelKey]]:
         if self._adjacent is None:
@@ -290,3 +243,170 @@ def _set_all(props: dict[str, Any], values: Mapping[str, Any], keep_empty_lists:
             props.pop(name, None)
         else:
             props[name] = list(value) if keep_empty_lists and isinstance(value, list) else value
+
+
+# -- GraphImage.write: the Python fold and the C one ------------------------------------
+
+Nodes = dict[str, ImageNode]
+Relationships = dict[RelKey, dict[str, Any]]
+Adjacency = dict[str, set[RelKey]] | None
+WriteRows = Callable[[Nodes, Relationships, Adjacency, list[Row]], None]
+
+
+def _write_py(nodes: Nodes, rels: Relationships, adjacent: Adjacency, rows: list[Row]) -> None:
+    """:meth:`GraphImage.write` on the image's node and relationship dicts and its adjacency (or ``None``)."""
+    for row in rows:
+        iri = row["iri"]
+        node = nodes.get(iri)
+        if node is None:  # ON CREATE SET n.graph = row.graph, n.types = row.types, ...
+            props: dict[str, Any] = {"iri": iri}
+            graph = row.get("graph")
+            if graph is not None:
+                props["graph"] = graph
+            for key, name in _APPENDED:
+                values = row.get(key)
+                if values is not None:
+                    props[name] = list(values)
+            node = nodes[iri] = ImageNode(iri, props=props)
+        else:  # ON MATCH SET: each list gains the values it lacks
+            props = node.props
+            for key, name in _APPENDED:
+                values = row.get(key)
+                if values is not None:
+                    old: list[Any] = props.get(name) or []
+                    props[name] = old + [x for x in values if x not in old]
+        _set_all(props, row["props"])
+        started = row.get("startedAtTime")
+        if started is not None:
+            props["startedAtTime"] = Moment(started)
+        labels = row["labels"]
+        if labels:
+            node.labels.update(labels)
+        steps = row.get("steps")
+        if steps is not None and (props.get("steps") is None or props["steps"] <= steps):
+            _set_all(props, {name: row[name] for name in STATUS_PROPS}, keep_empty_lists=True)
+        lineage = row.get("lineage")
+        if lineage is not None:
+            for name in LINEAGE_PROPS:
+                if props.get(name) is None and lineage[name] is not None:
+                    props[name] = lineage[name]
+    for row in rows:
+        for rel_type in RELATIONSHIP_TYPES:
+            found = row.get(rel_type)
+            if found:
+                s = row["iri"]
+                for rel in found:
+                    _merge_relationship(nodes, rels, adjacent, rel_type, s, rel)
+
+
+def _merge_relationship(nodes: Nodes, rels: Relationships, adjacent: Adjacency, rel_type: str, s: str,
+                        row: Row) -> None:
+    o = row["o"]
+    if s not in nodes or o not in nodes:
+        return  # MATCH finds nothing: the statement writes nothing
+    predicate = row.get("predicate") if rel_type == m.LINK else None
+    key = (s, rel_type, o, predicate)
+    props = rels.get(key)
+    if props is None:
+        props = rels[key] = {} if predicate is None else {"predicate": predicate}
+        if adjacent is not None:
+            adjacent.setdefault(s, set()).add(key)
+            adjacent.setdefault(o, set()).add(key)
+    props["graph"] = row["graph"]
+
+
+def _settings() -> dict[str, Any]:
+    """What the C write is configured with: the classes and names this module defines."""
+    return {"ImageNode": ImageNode, "Moment": Moment, "RESOURCE": RESOURCE, "LINK": m.LINK,
+            "RELATIONSHIP_TYPES": tuple(RELATIONSHIP_TYPES), "STATUS_PROPS": STATUS_PROPS,
+            "LINEAGE_PROPS": LINEAGE_PROPS, "APPENDED": _APPENDED}
+
+
+def _sample_rows() -> list[list[Row]]:
+    """Two batches of write rows that go through every branch of :func:`_write_py` (pure)."""
+    g, when = v.GRAPH, "2025-03-01T09:00:00.000000Z"
+    status = {"status": "open", "steps": 1, "expectedSteps": None, "lateSteps": 0, "missingSteps": []}
+    return [
+        [{"iri": "urn:q", "props": {"graph": g, "user": "u", "n": 1, "gone": None}, "labels": ["Question"],
+          "types": ["t1", "t2"], "chunks": ["c1"], "startedAtTime": when, **status,
+          "lineage": {"eventPartition": None, "eventOffset": None, "triplesPartition": 0, "triplesOffset": 1},
+          "wasDerivedFrom": [{"o": "urn:x", "graph": g}],
+          m.LINK: [{"o": "urn:x", "graph": g, "predicate": "urn:p"}, {"o": "urn:none", "graph": g}]},
+         {"iri": "urn:x", "graph": g, "props": {}, "labels": []},
+         {"iri": "urn:q", "props": {"n": None, "m": [2]}, "labels": ["Activity", "Question"],
+          "types": ["t2", "t3", "t3"], "extra": ["e"], **status, "steps": 2, "expectedSteps": 2,
+          "missingSteps": [1], "lineage": {"eventPartition": 0, "eventOffset": 5, "triplesPartition": 9,
+                                           "triplesOffset": 9},
+          m.LINK: [{"o": "urn:x", "graph": "urn:g2", "predicate": "urn:p"}, {"o": "urn:x", "graph": g}]}],
+        [{"iri": "urn:q", "props": {}, "labels": [], **status, "expectedSteps": 3},
+         {"iri": "urn:y", "props": {"a": [1]}, "labels": ["Entity"], "types": [], "chunks": ["c1", "c1"],
+          "wasGeneratedBy": [{"o": "urn:q", "graph": g}], "selectedEdge": [{"o": "urn:y", "graph": g}],
+          m.LINK: [{"o": "urn:x", "graph": g, "predicate": None}, {"o": "urn:q", "graph": g, "predicate": "urn:p"}]},
+         {"iri": "urn:q", "props": {}, "labels": [], "chunks": ["c2", "c1"], "extra": []}],
+    ]
+
+
+def _snapshot(nodes: Nodes, rels: Relationships, adjacent: Adjacency) -> tuple[Any, ...]:
+    """An image's state with every order that matters: nodes, each one's class, labels and ordered
+    properties, relationships with ordered properties, the adjacency."""
+    return ([(iri, type(n), n.iri, n.labels, list(n.props.items())) for iri, n in nodes.items()],
+            [(key, list(props.items())) for key, props in rels.items()], adjacent)
+
+
+def _choose_write() -> WriteRows:
+    """What :meth:`GraphImage.write` runs: the C write when built, else :func:`_write_py`.
+
+    ``provstream.connectors.neo4j._image_c`` (``connectors/neo4j/_image_c.c``, built by
+    ``pip install`` when a C compiler is there) leaves the image :func:`_write_py` leaves
+    (the same nodes, relationships and adjacency, in the same order, each node's
+    properties in the same order) for the rows :func:`.rows.batch_rows` gives; rows of
+    any other form it refuses before changing anything, and :func:`_write_py` applies
+    them. It is not used with ``PROVSTREAM_NO_C_EXTENSIONS=1``, when it was not built,
+    when :class:`ImageNode` or :class:`Moment` have other fields than it makes, or when
+    it does not leave the image of :func:`_sample_rows` exactly as :func:`_write_py` does.
+
+    :returns: a function ``(nodes, rels, adjacent, rows) -> None``.
+
+    Example::
+
+        >>> chosen, python = GraphImage(), GraphImage()
+        >>> for rows in _sample_rows():
+        ...     _choose_write()(chosen._nodes, chosen._rels, chosen._adjacent, rows)
+        ...     _write_py(python._nodes, python._rels, python._adjacent, rows)
+        >>> _snapshot(chosen._nodes, chosen._rels, None) == _snapshot(python._nodes, python._rels, None)
+        True
+    """
+    if c_extensions_off():
+        return _write_py
+    try:
+        from provstream.connectors.neo4j import _image_c
+    except ImportError:
+        return _write_py
+    if ([f.name for f in fields(ImageNode)] != ["iri", "labels", "props"] or [f.name for f in fields(Moment)] != [
+            "text"] or hasattr(ImageNode, "__post_init__") or hasattr(Moment, "__post_init__")):
+        return _write_py  # the C write makes them field by field, as their __init__ does
+    try:
+        _image_c.configure(_settings())
+        images: list[tuple[Nodes, Relationships, Adjacency]] = [({}, {}, None), ({}, {}, None)]
+        for step, rows in enumerate(_sample_rows()):
+            if step:  # the adjacency kept up to date after a first erase()
+                images = [(nodes, rels, {}) for nodes, rels, _ in images]
+            _image_c.write(*images[0], rows)
+            _write_py(*images[1], rows)
+        exact = _snapshot(*images[0]) == _snapshot(*images[1])
+    except Exception:  # noqa: BLE001 - a C write that cannot apply the sample is not used
+        exact = False
+    if not exact:
+        return _write_py
+    fast, unsupported = _image_c.write, _image_c.Unsupported
+
+    def write_c(nodes: Nodes, rels: Relationships, adjacent: Adjacency, rows: list[Row]) -> None:
+        try:
+            fast(nodes, rels, adjacent, rows)
+        except unsupported:  # refused before anything changed: the Python fold applies them or fails
+            _write_py(nodes, rels, adjacent, rows)
+
+    return write_c
+
+
+_WRITE = _choose_write()

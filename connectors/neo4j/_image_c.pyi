@@ -1,0 +1,9 @@
+"""Types of the C extension built from ``_image_c.c`` (see its docstrings)."""
+
+from typing import Any
+
+class Unsupported(Exception): ...
+
+def write(nodes: dict[str, Any], rels: dict[tuple[str, str, str, str | None], dict[str, Any]],
+          adjacent: dict[str, set[tuple[str, str, str, str | None]]] | None, rows: list[dict[str, Any]], /) -> None: ...
+def configure(settings: dict[str, Any], /) -> None: ...
