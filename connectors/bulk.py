@@ -44,7 +44,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from provstream.connectors.bulk_fold import ImageFold, fold_parts, read_records, split_ranges
+from provstream.connectors.bulk_fold import ImageFold, fold_parts, read_records, reader_options, split_ranges
 from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.csvfiles import ImportPlan, write_csv
 from provstream.connectors.neo4j.store import Neo4jStore
@@ -155,9 +155,7 @@ def bulk_rebuild(settings: Settings, options: BulkOptions = BulkOptions(),
     check_kafka(settings, "sink")
     try:
         _refuse_running_sink(settings)
-        consumer = KafkaConsumer(**kafka_python_options(settings, "sink"), group_id=settings.sink_group,
-                                 client_id="provstream-bulk", enable_auto_commit=False,
-                                 max_poll_records=10 * settings.sink_batch_size)
+        consumer = KafkaConsumer(**reader_options(settings), group_id=settings.sink_group, client_id="provstream-bulk")
     except KafkaError as exc:
         raise ProvstreamError(f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}") from exc
     ring = open_ring(settings, "sink")
