@@ -343,7 +343,11 @@ def _finish_store(settings: Settings, plan: ImportPlan, stats: BulkStats) -> Non
             with Neo4jStore(settings) as store:
                 _timed(stats, "indexes", store.setup)
                 for name, iris in sorted(plan.empty_lists.items()):
-                    _timed(stats, "lists", partial(store.set_empty_lists, EMPTY_LIST_STATEMENTS[name], iris))
+                    done = _timed(stats, "lists", partial(store.set_empty_lists, EMPTY_LIST_STATEMENTS[name]))
+                    if done != len(iris):
+                        raise ProvstreamError(f"the imported graph has {done} nodes to take an empty {name} list, "
+                                              f"the image {len(iris)}: rebuild it with the sink instead "
+                                              "(provstream replay)")
             return
         except StoreUnavailable:
             if time.monotonic() > attempt_until:

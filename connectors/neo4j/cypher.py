@@ -96,11 +96,16 @@ RELATIONSHIP_TYPES: Final = ("wasDerivedFrom", "wasGeneratedBy", "selectedEdge",
 
 COUNT_NODES: Final[LiteralString] = "MATCH (n) RETURN count(n) AS nodes"
 
-# CSV cannot carry an empty list (an empty field is no property): set after the import.
+# CSV cannot carry an empty list (an empty field is no property): set after the import. A node
+# holds steps exactly when a status was written to it, and then a missingSteps list (rows.write_rows
+# sets the five status fields together); the importer leaves the empty ones absent. So the nodes with
+# steps and no missingSteps are the ones that held []: found by one label scan, in transactions of
+# 10,000, not by a seek per IRI. Those already set count too (a retry after a lost connection), and
+# the caller checks the count against the IRIs it knows of.
 SET_EMPTY_MISSING_STEPS: Final[LiteralString] = """
-UNWIND $iris AS iri
-MATCH (n:Resource {iri: iri})
-SET n.missingSteps = []
+MATCH (n:Resource) WHERE n.steps IS NOT NULL AND (n.missingSteps IS NULL OR n.missingSteps = [])
+CALL (n) { SET n.missingSteps = [] } IN TRANSACTIONS OF 10000 ROWS
+RETURN count(n) AS set
 """
 
 # -- read ---------------------------------------------------------------------

@@ -56,16 +56,19 @@ class Neo4jStore(DriverOwner):
             record = session.execute_read(_single, q.COUNT_NODES)
             return int(record["nodes"]) if record else 0
 
-    def set_empty_lists(self, statement: LiteralString, iris: Sequence[str]) -> None:
-        """Run a constant ``UNWIND $iris ... SET n.<list> = []`` statement (after a bulk import).
+    def set_empty_lists(self, statement: LiteralString) -> int:
+        """Run a constant ``... SET n.<list> = [] ... RETURN count(n) AS set`` statement (after a bulk import).
+
+        It runs in an implicit transaction (its ``CALL { } IN TRANSACTIONS`` commits as it goes).
 
         :param statement: e.g. :data:`.cypher.SET_EMPTY_MISSING_STEPS`.
-        :param iris: the nodes, in batches of :data:`DELETE_BATCH`.
+        :returns: how many nodes it set the list on.
+
+        Example: ``store.set_empty_lists(q.SET_EMPTY_MISSING_STEPS)`` is ``len(plan.empty_lists["missingSteps"])``.
         """
-        with translated(f"setting empty lists on {len(iris)} nodes", self._settings), self._session() as session:
-            for i in range(0, len(iris), DELETE_BATCH):
-                chunk = list(iris[i:i + DELETE_BATCH])
-                session.execute_write(lambda tx, c=chunk: tx.run(statement, iris=c).consume())
+        with translated("setting empty lists", self._settings), self._session() as session:
+            record = session.run(statement).single()
+            return int(record["set"]) if record else 0
 
     def warm(self, connections: int = 1) -> None:
         """Open ``connections`` pooled connections at once and run the write statement, with no rows, on each.
