@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: up down status test unit demo bench faults faults-fuzz lint clean-stack stack-tests secure-tests erase-tests bulk-tests peer-bench
 
-# setup.py builds the C extensions in place (provstream/codec/*.c, *.h): a changed source rebuilds them.
-$(STAMP): pyproject.toml setup.py scripts/bootstrap $(wildcard provstream/codec/*.c provstream/codec/*.h)
+# setup.py builds the C extensions in place (provstream/codec/*.c, *.h, connectors/neo4j/*.c): a changed
+# source rebuilds them.
+$(STAMP): pyproject.toml setup.py scripts/bootstrap $(wildcard provstream/codec/*.c provstream/codec/*.h) \
+          $(wildcard connectors/neo4j/*.c)
 	bash scripts/bootstrap
 	touch $(STAMP)
 

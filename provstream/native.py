@@ -1,8 +1,8 @@
 """Whether provstream may use its optional C extensions (read once per choice, at import).
 
 The codec's C reader and writers (``provstream/codec/_triples_c.c``, ``_events_c.c``),
-the sink's C rows (``connectors/neo4j/_rows_c.c``) and the bulk rebuild's C CSV lines
-(``connectors/neo4j/_csv_c.c``) are each chosen once, at
+the sink's C rows (``connectors/neo4j/_rows_c.c``), the bulk rebuild's C image write
+(``connectors/neo4j/_image_c.c``) and C CSV lines (``connectors/neo4j/_csv_c.c``) are each chosen once, at
 import, beside the Python or fastavro path that does the same work. This module
 holds only the switch they share, so that a module can ask without importing the
 codec.
