@@ -44,7 +44,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from provstream.connectors.bulk_fold import ImageFold, fold_parts, read_records, reader_options, split_ranges
+from provstream.connectors.bulk_fold import (
+    FOLD_BATCH,
+    ImageFold,
+    fold_parts,
+    read_records,
+    reader_options,
+    split_ranges,
+)
 from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.csvfiles import ImportPlan, write_csv
 from provstream.connectors.neo4j.store import Neo4jStore
@@ -327,7 +334,7 @@ def _fold(consumer: KafkaConsumer, settings: Settings, ring: KeyRing | None, dir
         on_records(stats.records + len(records), fold.triples)
 
     stats.records = 0
-    _timed(stats, "read", lambda: read_records(consumer, ranges, settings.sink_batch_size, add))
+    _timed(stats, "read", lambda: read_records(consumer, ranges, FOLD_BATCH, add))
     plan = _timed(stats, "csv", lambda: write_csv(fold.image, directory))
     return plan, fold.failures, committed
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kafka import KafkaConsumer
 from kafka.structs import TopicPartition
@@ -60,6 +60,13 @@ from provstream.settings import Settings
 from provstream.topics import source_of
 
 Ranges = Mapping[TopicPartition, tuple[int, int]]  # partition -> [start, end) offsets to read
+
+# Records folded at a time. The sink writes whatever a poll returns, up to ``sink_batch_size``
+# (2,000) records, and where its batches end does not change the graph (but for writes that follow
+# their own session's retraction, which the sink as the fold erases with the retraction's batch).
+# Smaller batches keep a batch's decoded messages and rows in the core's cache from the decoding to
+# the image: the read phase takes about half the CPU (BENCHMARKS.md).
+FOLD_BATCH: Final = 250
 
 
 def reader_options(settings: Settings) -> dict[str, Any]:
@@ -132,7 +139,7 @@ def read_records(consumer: KafkaConsumer, ranges: Ranges, batch_size: int,
 
     :param consumer: a consumer the partitions are assigned to here (its group, if any, is not used).
     :param ranges: partition -> [start, end) offsets.
-    :param batch_size: records per batch (the sink's ``sink_batch_size``).
+    :param batch_size: records per batch (:data:`FOLD_BATCH` in a rebuild).
     :param add: called with each batch, in the order the consumer returned the records.
     :returns: the records read.
     """
@@ -382,7 +389,7 @@ def fold_parts(settings: Settings, consumer: KafkaConsumer, ring: KeyRing | None
             note(0, (records, triples))
             drain()
 
-        part.read(consumer, groups[0], settings.sink_batch_size, after)
+        part.read(consumer, groups[0], FOLD_BATCH, after)
         reports = [part.report()] + [receive(i, "folded") for i in range(1, len(groups))]
         folded = time.monotonic()
         why = conflict(reports)
@@ -422,7 +429,7 @@ def run_part(link: Connection, settings: Settings, ranges: Ranges, directory: Pa
         try:
             with collector_paused():
                 part = Part(ring)
-                part.read(consumer, ranges, settings.sink_batch_size,
+                part.read(consumer, ranges, FOLD_BATCH,
                           lambda records, triples: link.send(("progress", (records, triples))))
                 link.send(("folded", part.report()))
                 verb, delimiter = link.recv()

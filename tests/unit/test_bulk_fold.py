@@ -19,7 +19,15 @@ from kafka.structs import TopicPartition
 
 from provstream.codec import records as wire
 from provstream.connectors.bulk import bulk_processes
-from provstream.connectors.bulk_fold import ImageFold, Part, PartReport, conflict, shared_image, split_ranges
+from provstream.connectors.bulk_fold import (
+    FOLD_BATCH,
+    ImageFold,
+    Part,
+    PartReport,
+    conflict,
+    shared_image,
+    split_ranges,
+)
 from provstream.connectors.neo4j.csvfiles import ImportPlan, free_delimiter, merge_plans, write_csv
 from provstream.core import vocab as v
 from provstream.core.triples import Iri, StepTriples, Triple
@@ -116,6 +124,21 @@ def test_parts_merged_write_what_one_fold_writes(tmp_path: Path) -> None:
     assert sum(r.retractions for r in reports) == 1 and reports[home].erased
     assert sorted(plan.empty_lists.get("missingSteps", ())) == sorted(
         n.iri for n in one.image.nodes() if n.props.get("missingSteps") == [])
+
+
+def test_the_fold_batch_writes_what_sink_sized_batches_write(tmp_path: Path) -> None:
+    """The rebuild folds in batches of FOLD_BATCH, not of the sink's 2,000: the same files either way."""
+    trajectories = load_trajectories()
+    events = [e for i in range(240) for e in trajectory_events(trajectories[i % len(trajectories)], f"b-{i}", START)]
+    records = _records(fold_all(events), 1)
+    assert len(records) > 2 * FOLD_BATCH  # batches of FOLD_BATCH end inside sessions
+    files = []
+    for size in (FOLD_BATCH, Settings().sink_batch_size):
+        fold = ImageFold()
+        for i in range(0, len(records), size):
+            fold.add(records[i:i + size])
+        files.append(_files(write_csv(fold.image, tmp_path / str(size))))
+    assert files[0] == files[1]
 
 
 def test_a_node_in_two_parts_stops_the_merge() -> None:
