@@ -62,8 +62,8 @@ from provstream.topics import source_of
 Ranges = Mapping[TopicPartition, tuple[int, int]]  # partition -> [start, end) offsets to read
 
 # Records folded at a time. The sink writes whatever a poll returns, up to ``sink_batch_size``
-# (2,000) records, and where its batches end does not change the graph (but for writes that follow
-# their own session's retraction, which the sink as the fold erases with the retraction's batch).
+# (2,000) records, and where its batches end does not change the graph, except for writes that
+# follow their own session's retraction in one batch: the sink, and the fold as it, erase those too.
 # Smaller batches keep a batch's decoded messages and rows in the core's cache from the decoding to
 # the image: the read phase takes about half the CPU (BENCHMARKS.md).
 FOLD_BATCH: Final = 250
