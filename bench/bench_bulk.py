@@ -64,12 +64,14 @@ def workload(settings: Settings, prefix: str, triples: int) -> tuple[list[ev.Eve
     records = load_trajectories()
     events: list[ev.Event] = []
     messages: list[StepTriples] = []
-    n = 0
-    while _count(messages) < triples:
+    n = count = 0
+    while count < triples:
         chunk = [e for i in range(n, n + 120) for e in trajectory_events(
             records[i % len(records)], f"{prefix}-{i}", START, settings.user, settings.collection)]
         events += chunk
-        messages += fold_all(chunk)
+        folded = fold_all(chunk)
+        messages += folded
+        count += _count(folded)
         n += 120
     return events, messages
 
