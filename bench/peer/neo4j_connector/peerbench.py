@@ -19,7 +19,9 @@ repository root, on a private stack that run.sh started. Steps:
   connector (REST, new consumer group) or a fresh ``provstream sink`` process (new
   group); the clock watches Neo4j (node and relationship counts, polled every
   0.1 s): first write visible -> counts equal to the expected totals. CPU (utime +
-  stime from /proc) of the sink process, Neo4j and Kafka is sampled at both ends.
+  stime from /proc) of the sink process, Neo4j and Kafka is sampled at both ends, and
+  apart, that of Neo4j's JIT compiler threads (part of Neo4j's: a JVM still compiling
+  the statement's code paths weighs on a short run).
   After each run the graph is digested (counts, per-label and per-type counts,
   SHA-256 over every node's labels + properties and every relationship).
 * ``report``: results.jsonl -> Markdown tables of one benchmark; its last line is
@@ -82,6 +84,31 @@ def cpu_s(pid: int | None) -> float:
     except OSError:
         return 0.0
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def jit_cpu_s(pid: int | None) -> float:
+    """CPU seconds of a JVM's JIT compiler threads (``C1/C2 CompilerThread*``): part of ``cpu_s(pid)``."""
+    if not pid:
+        return 0.0
+    total = 0.0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            if not (task / "comm").read_text().startswith(("C1 Compiler", "C2 Compiler")):
+                continue
+            f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def cpu_sample(pids: dict[str, int | None]) -> dict[str, float]:
+    """CPU seconds of each process so far, and of Neo4j's JIT compiler threads as ``neo4j_jit``."""
+    return {**{k: cpu_s(p) for k, p in pids.items()}, "neo4j_jit": jit_cpu_s(pids.get("neo4j"))}
 
 
 def pid_file(path: Path) -> int | None:
@@ -252,9 +279,9 @@ def watch(graph: Graph, meta: dict[str, Any], pids: dict[str, int | None], alive
         now = time.perf_counter()
         got = graph.counts()
         if got[0] > 0 and first is None:
-            first = {"t": now, "nodes": got[0], "cpu": {k: cpu_s(p) for k, p in pids.items()}}
+            first = {"t": now, "nodes": got[0], "cpu": cpu_sample(pids)}
         if got == want:
-            return {"first": first, "end": {"t": now, "cpu": {k: cpu_s(p) for k, p in pids.items()}}}
+            return {"first": first, "end": {"t": now, "cpu": cpu_sample(pids)}}
         if got[0] > want[0] or got[1] > want[1]:
             raise SystemExit(f"graph larger than expected: {got} > {want}")
         if got != progress[1]:
@@ -458,10 +485,11 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> None:
             digests[label] = d
             with out.open("a") as f:
                 f.write(json.dumps(r) + "\n")
+            c = r["cpu_s_per_1k_triples"]
             print(f"{label}: {r['sustained_triples_s']:,.0f} triples/s sustained ({r['window_s']:.2f} s window, "
                   f"first write {r['first_write_after_s']:.2f} s after start), {r['from_start_triples_s']:,.0f}/s "
-                  f"from start; CPU/1k triples sink {r['cpu_s_per_1k_triples']['sink']:.3f} s, neo4j "
-                  f"{r['cpu_s_per_1k_triples']['neo4j']:.3f} s, kafka {r['cpu_s_per_1k_triples']['kafka']:.3f} s; "
+                  f"from start; CPU/1k triples sink {c['sink']:.3f} s, neo4j {c['neo4j']:.3f} s "
+                  f"(JIT {c['neo4j_jit']:.3f}), kafka {c['kafka']:.3f} s; "
                   f"graph {d['nodes']} nodes {d['relationships']} rels {d['sha256']}/{d['sha256_lists_sorted']}",
                   flush=True)
     finally:
@@ -514,6 +542,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             "start": statistics.median(r["from_start_triples_s"] for r in rs),
             "sink_cpu": statistics.median(r["cpu_s_per_1k_triples"]["sink"] for r in rs),
             "neo4j_cpu": statistics.median(r["cpu_s_per_1k_triples"]["neo4j"] for r in rs),
+            "neo4j_jit_cpu": statistics.median(r["cpu_s_per_1k_triples"].get("neo4j_jit", 0.0) for r in rs),
             "total_cpu": statistics.median(r["cpu_s_per_1k_triples"]["sink"] + r["cpu_s_per_1k_triples"]["neo4j"]
                                            for r in rs),
             "n": len(rs)}
@@ -523,9 +552,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         a, b = med["A"], med["B"]
         for key, name in (("sustained", "sustained triples/s"), ("start", "triples/s from start"),
                           ("sink_cpu", "sink process CPU s / 1k triples"), ("neo4j_cpu", "Neo4j CPU s / 1k triples"),
+                          ("neo4j_jit_cpu", "of which Neo4j's JIT compiler threads"),
                           ("total_cpu", "sink + Neo4j CPU s / 1k triples")):
             fmt = "{:,.0f}" if "cpu" not in key else "{:.3f}"
-            lines.append(f"| {name} | {fmt.format(a[key])} | {fmt.format(b[key])} | {b[key] / a[key]:.2f} |")
+            ratio_cell = f"{b[key] / a[key]:.2f}" if a[key] else ""
+            lines.append(f"| {name} | {fmt.format(a[key])} | {fmt.format(b[key])} | {ratio_cell} |")
         lines.append(f"| runs | {a['n']} | {b['n']} | |")
         pairs = [(measured[i], measured[i + 1]) for i in range(0, len(measured) - 1, 2)
                  if measured[i]["sink"] == "A" and measured[i + 1]["sink"] == "B"]
