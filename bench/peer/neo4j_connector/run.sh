@@ -4,7 +4,7 @@
 #
 # Not part of CI. From the repository root (it benchmarks the checkout it lives in):
 #
-#   make peer-bench                                                     warm-up 3 + 3 measured pairs
+#   make peer-bench                                                     warm-up 3 + 10 measured pairs
 #   PAIRS=1 WARMUP=1 make peer-bench                                    quick check
 #   A_BATCH=1000 A_POLL=500 bash bench/peer/neo4j_connector/run.sh      the connector's own defaults
 #
@@ -101,7 +101,7 @@ if ! "$PY" -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["cypher"]
        "file with: .venv/bin/python bench/peer/neo4j_connector/peerbench.py cypher > bench/peer/neo4j_connector/connector-cypher.cypher"
 fi
 "$PY" "$HERE/peerbench.py" bench --meta "$META" --out "$RESULTS_JSONL" --work "$WORK" --connect-port "$CONNECT_PORT" \
-  --java "$JAVA" --pairs "${PAIRS:-3}" --warmup "${WARMUP:-3}" \
+  --java "$JAVA" --pairs "${PAIRS:-10}" --warmup "${WARMUP:-3}" \
   --a-batch-size "${A_BATCH:-2000}" --a-poll-records "${A_POLL:-2000}"
 echo "run.sh: records appended to $RESULTS_JSONL; the tables below are also in $WORK/results-$RUN_ID.md"
 [ "${KEEP_STACK:-0}" != 1 ] || echo "run.sh: KEEP_STACK=1: the stack stays up (PROVSTREAM_STACK_DIR=$PROVSTREAM_STACK_DIR)"
