@@ -76,14 +76,17 @@ assert all(f"n.{k} = coalesce(n.{k}, l.{k})" in q.WRITE_BATCH for k in LINEAGE_P
 
 # ---------------------------------------------------------------- helpers
 
-def cpu_s(pid: int | None) -> float:
-    if not pid:
-        return 0.0
+def stat_cpu_s(stat: Path) -> float:
+    """utime + stime, in seconds, of a ``/proc/<pid>[/task/<tid>]/stat`` file (0 if it is gone)."""
     try:
-        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        f = stat.read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int | None) -> float:
+    return stat_cpu_s(Path(f"/proc/{pid}/stat")) if pid else 0.0
 
 
 def jit_cpu_s(pid: int | None) -> float:
@@ -97,12 +100,11 @@ def jit_cpu_s(pid: int | None) -> float:
         return 0.0
     for task in tasks:
         try:
-            if not (task / "comm").read_text().startswith(("C1 Compiler", "C2 Compiler")):
-                continue
-            f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            compiler = (task / "comm").read_text().startswith(("C1 Compiler", "C2 Compiler"))
         except OSError:
             continue
-        total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        if compiler:
+            total += stat_cpu_s(task / "stat")
     return total
 
 
