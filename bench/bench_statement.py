@@ -8,7 +8,10 @@ variant is written once before the measured rounds (plan and JIT). The
 variants change only the statement's text, so they measure what a clause
 costs the server, not whether the graph stays the same:
 
-* ``current``: :data:`.cypher.WRITE_BATCH_QUERY` as the sink runs it;
+* ``current``: :data:`.cypher.WRITE_BATCH_QUERY`, the Cypher statement;
+* ``procedure``: :data:`.cypher.WRITE_BATCH_PROCEDURE`, the same write through
+  the ``provstream.writeBatch`` procedure (the server must have it: the stack's
+  ``up`` installs it);
 * ``no-lineage``: without the offset lineage (the four ``eventPartition`` ...
   properties), to price them;
 * ``lineage-on-create``: the lineage set by ``ON CREATE SET`` and, for a
@@ -37,7 +40,6 @@ from typing import LiteralString, cast
 from bench_sink import cpu_seconds, make_data, neo4j_pid
 
 from provstream.connectors.neo4j import cypher as q
-from provstream.connectors.neo4j import store as st
 from provstream.connectors.neo4j.rows import lineage_rows, triple_count
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import StepTriples
@@ -71,6 +73,7 @@ VARIANTS: dict[str, Callable[[str], str]] = {
     "lineage-array": _lineage_array,
     "no-types": lambda s: s.replace("n.types = row.types, ", ""),
     "no-props": lambda s: s.replace("SET n += row.props, ", "SET "),
+    "procedure": lambda s: q.WRITE_BATCH_PROCEDURE,
 }
 
 
@@ -99,7 +102,7 @@ def main() -> int:
         store.setup()
 
         def write(statement: LiteralString, messages: list[StepTriples]) -> None:
-            st.q.WRITE_BATCH_QUERY = statement  # type: ignore[misc]  # the store reads it per write
+            store.write_statement = statement
             for i in range(0, len(messages), size):
                 batch = messages[i:i + size]
                 lineage = [row for j, m in enumerate(batch) for row in lineage_rows(m, (0, i + j), (0, i + j))]
@@ -118,7 +121,6 @@ def main() -> int:
                     print(f"round {round_ + 1} {name}: {triples} triples in {time.perf_counter() - wall:.2f} s, "
                           f"neo4j {cpu[name][-1]:.1f} us/triple", flush=True)
         finally:
-            st.q.WRITE_BATCH_QUERY = q.WRITE_BATCH_QUERY  # type: ignore[misc]
             for scope in scopes:
                 store.reset_graph(user=scope.user, collection=scope.collection)
     for name, values in cpu.items():

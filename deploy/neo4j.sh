@@ -250,6 +250,33 @@ install_browser_files() {
   echo "$stamp" >"$LIB_DIR/.browser-files"
 }
 
+# provstream.writeBatch (connectors/neo4j/procedure/WriteBatch.java), the sink's batch write on the
+# kernel API: compiled against this server's own jars into $STACK/lib/provstream-procedure/ when
+# the source or the server version changes, and copied into the server's plugins directory on
+# every `up`. The sink falls back to the Cypher statement on a server without it.
+install_procedure() {
+  local src=$REPO_DIR/connectors/neo4j/procedure/WriteBatch.java out=$STACK/lib/provstream-procedure
+  local name=provstream-procedure.jar stamp tmp javac jartool
+  stamp=$( { cat "$src"; echo "$NEO4J_VERSION"; } | sha256sum | cut -c1-16)
+  if [[ $(cat "$out/.stamp" 2>/dev/null) != "$stamp" || ! -f $out/$name ]]; then
+    javac=$JAVA_HOME_DIR/bin/javac
+    [[ -x $javac ]] || javac=$(command -v javac 2>/dev/null) || die "the JDK's javac is missing (install a JDK 17, not only a JRE)"
+    jartool=$JAVA_HOME_DIR/bin/jar
+    [[ -x $jartool ]] || jartool=$(command -v jar 2>/dev/null) || die "the JDK's jar tool is missing (install a JDK 17, not only a JRE)"
+    tmp=$(mktemp -d "$STACK/run/procedure.XXXXXX")
+    if ! { "$javac" --release 17 -nowarn -cp "$LIB_DIR/*" -d "$tmp/classes" "$src" \
+           && "$jartool" cf "$tmp/$name" -C "$tmp/classes" .; } >>"$RESOLVE_LOG" 2>&1; then
+      rm -rf "$tmp"
+      die "could not compile $(rel "$src") (see $(rel "$RESOLVE_LOG"))"
+    fi
+    echo "$stamp" >"$tmp/.stamp"
+    rm -rf "$tmp/classes" "$out"
+    mv "$tmp" "$out"
+  fi
+  mkdir -p "$N4J_HOME/plugins"
+  cp -f "$out/$name" "$N4J_HOME/plugins/$name"
+}
+
 # ---------------------------------------------------------------- config ---
 
 secure_config() {   # $1: the rendered plain config; prints the secured one
@@ -509,6 +536,7 @@ do_up() {
   check_java
   do_resolve
   install_browser_files
+  install_procedure
   local p
   for p in "$BOLT_PORT" "$HTTP_PORT"; do
     port_in_use "$p" && die "port $p is already in use $(see_log)"

@@ -71,6 +71,7 @@ class Settings:
     sink_batch_ms: int = 100
     sink_linger_ms: int = 0  # a batch waits this long after its first record for more, once Neo4j is free; 0: none
     sink_writers: int = 2  # parallel Neo4j transactions per sink batch (parts that share no node)
+    neo4j_procedure: str = "auto"  # the write: auto (provstream.writeBatch if the server has it), on, off (Cypher)
     bulk_processes: int = 0  # bulk rebuild: processes reading and folding the partitions; 0: one per core
     gc_gen0: int = 100_000  # worker/sink/otlp/replay: allocations between young collections; 0: Python's 700
     emit_buffer: int = 100_000
@@ -171,6 +172,9 @@ class Settings:
                             ("PROVSTREAM_SINK_WRITERS", self.sink_writers)):
             if value < 1:
                 raise ConfigError(f"{name} must be at least 1, got {value}")
+        if self.neo4j_procedure not in NEO4J_PROCEDURE_MODES:
+            raise ConfigError(f"PROVSTREAM_NEO4J_PROCEDURE must be one of {', '.join(NEO4J_PROCEDURE_MODES)}, "
+                              f"got {self.neo4j_procedure!r}")
         if not 0 <= self.sink_linger_ms <= self.sink_batch_ms:
             raise ConfigError(f"PROVSTREAM_SINK_LINGER_MS must be 0 to PROVSTREAM_SINK_BATCH_MS "
                               f"({self.sink_batch_ms}), got {self.sink_linger_ms}")
@@ -232,6 +236,9 @@ def _convert(name: str, type_name: Any, raw: str) -> Any:
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 """The URI schemes of the Neo4j driver's Bolt protocol (``PROVSTREAM_NEO4J_URI``)."""
+
+NEO4J_PROCEDURE_MODES = ("auto", "on", "off")
+"""``PROVSTREAM_NEO4J_PROCEDURE``: write through ``provstream.writeBatch`` if the server has it, always, never."""
 
 # client address <- the server port variable of deploy/*.sh, when the address is not given
 _FROM_PORTS = (

@@ -89,6 +89,17 @@ CALL (n, row) {
 # far enough from those it was planned with) would only cost time, under load on every lane at once.
 WRITE_BATCH_QUERY: Final[LiteralString] = "CYPHER replan=skip\n" + WRITE_BATCH
 
+# WRITE_BATCH as a procedure (connectors/neo4j/procedure/WriteBatch.java, which deploy/neo4j.sh
+# installs): the same rows and the same graph through Neo4j's kernel API, for less of the server's
+# CPU (BENCHMARKS.md). The store calls it when the server has it with this contract number in its
+# description (PROVSTREAM_NEO4J_PROCEDURE); the number changes whenever the rows do.
+PROCEDURE_NAME: Final = "provstream.writeBatch"
+PROCEDURE_CONTRACT: Final = "contract 1"
+WRITE_BATCH_PROCEDURE: Final[LiteralString] = "CALL provstream.writeBatch($batch)"
+FIND_PROCEDURE: Final[LiteralString] = (
+    "SHOW PROCEDURES YIELD name, description WHERE name = $name RETURN description"
+)
+
 # The relationship types WRITE_BATCH merges (one CALL each; a row's key of that name lists them).
 RELATIONSHIP_TYPES: Final = ("wasDerivedFrom", "wasGeneratedBy", "selectedEdge", "LINK")
 

@@ -9,6 +9,7 @@ everything else :class:`StoreError`.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,9 @@ from provstream.connectors.neo4j.rows import Origin, batch_rows, batch_rows_at
 from provstream.core import vocab as v
 from provstream.core.triples import StepTriples, Triple
 from provstream.errors import StoreError, TraceNotFound
+from provstream.settings import Settings
+
+log = logging.getLogger(__name__)
 
 DELETE_BATCH = 10_000
 _RETRY_SECONDS = 5.0  # the driver's own retries of a managed transaction; callers back off beyond that
@@ -36,6 +40,10 @@ class Neo4jStore(DriverOwner):
     """The retrieval graph in Neo4j. No I/O until :meth:`open` (or ``with``)."""
 
     driver_options = {"max_transaction_retry_time": _RETRY_SECONDS}
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self._statement: LiteralString | None = None
 
     # -- schema -----------------------------------------------------------------
 
@@ -86,14 +94,57 @@ class Neo4jStore(DriverOwner):
 
         def one() -> None:
             with self._session() as session:
-                session.execute_write(_warm, together)
+                session.execute_write(_warm, statement, together)
 
+        statement = self.write_statement
         with translated("opening the write connections", self._settings), \
                 ThreadPoolExecutor(connections, thread_name_prefix="provstream-warm") as pool:
             for done in [pool.submit(one) for _ in range(connections)]:
                 done.result()
 
     # -- write ------------------------------------------------------------------
+
+    @property
+    def write_statement(self) -> LiteralString:
+        """What :meth:`write` runs: :data:`.cypher.WRITE_BATCH_PROCEDURE` or :data:`.cypher.WRITE_BATCH_QUERY`.
+
+        Chosen once, on first use, by ``PROVSTREAM_NEO4J_PROCEDURE``: ``auto`` calls the
+        procedure when the server has ``provstream.writeBatch`` of this code's contract and
+        runs the Cypher statement otherwise, ``on`` requires the procedure, ``off`` never uses
+        it. Both give the same graph. Setting it overrides the choice (a benchmark's variant).
+
+        :returns: the statement, which takes ``$batch`` (``{"rows": [...]}``).
+        :raises StoreError: ``on`` and the server has no procedure of this contract.
+        :raises StoreUnavailable: Neo4j cannot be reached.
+
+        Example: ``store.write_statement == q.WRITE_BATCH_PROCEDURE`` on the stack ``make up`` starts.
+        """
+        if self._statement is None:
+            self._statement = self._choose_statement()
+        return self._statement
+
+    @write_statement.setter
+    def write_statement(self, statement: LiteralString) -> None:
+        self._statement = statement
+
+    def _choose_statement(self) -> LiteralString:
+        mode = self._settings.neo4j_procedure
+        if mode == "off":
+            return q.WRITE_BATCH_QUERY
+        with translated(f"looking for the procedure {q.PROCEDURE_NAME}", self._settings), \
+                self._session() as session:
+            record = session.execute_read(_single, q.FIND_PROCEDURE, name=q.PROCEDURE_NAME)
+        description = str(record["description"] or "") if record else None
+        if description is not None and q.PROCEDURE_CONTRACT in description:
+            log.info("writing through the procedure %s", q.PROCEDURE_NAME)
+            return q.WRITE_BATCH_PROCEDURE
+        found = ("is not installed" if description is None
+                 else f"is not of this code's {q.PROCEDURE_CONTRACT} ({description!r})")
+        if mode == "on":
+            raise StoreError(f"PROVSTREAM_NEO4J_PROCEDURE=on, but {q.PROCEDURE_NAME} {found} on "
+                             f"{self._settings.neo4j_uri} (deploy/neo4j.sh installs it: docs/neo4j-model.md)")
+        log.info("%s %s: writing with the Cypher statement", q.PROCEDURE_NAME, found)
+        return q.WRITE_BATCH_QUERY
 
     def write(self, batch: Sequence[StepTriples], lineage: Iterable[Mapping[str, Any]] = (), *,
               origins: Sequence[Origin] | None = None) -> int:
@@ -114,7 +165,7 @@ class Neo4jStore(DriverOwner):
         if count == 0:
             return 0
         with translated(f"writing {len(batch)} triples messages", self._settings), self._session() as session:
-            session.execute_write(_write_batch, params)
+            session.execute_write(_write_batch, self.write_statement, params)
         return count
 
     def lineage(self, question_iri: str, *, user: str, collection: str) -> dict[str, dict[str, int | None]]:
@@ -202,18 +253,18 @@ class Neo4jStore(DriverOwner):
 # each must be idempotent: they only MERGE, SET to values from the batch, read,
 # or delete what matches.
 
-def _warm(tx: ManagedTransaction, together: threading.Barrier) -> None:
-    tx.run(q.WRITE_BATCH_QUERY, batch={"rows": []}).consume()
+def _warm(tx: ManagedTransaction, statement: LiteralString, together: threading.Barrier) -> None:
+    tx.run(statement, batch={"rows": []}).consume()
     try:
         together.wait()  # every connection held at once, so the pool opens one per lane
     except threading.BrokenBarrierError:
         pass  # fewer connections than lanes (a small pool, a retry): warming is best effort
 
 
-def _write_batch(tx: ManagedTransaction, rows: list[dict[str, Any]]) -> None:
+def _write_batch(tx: ManagedTransaction, statement: LiteralString, rows: list[dict[str, Any]]) -> None:
     quiet = QuietRows(rows)
     try:
-        tx.run(q.WRITE_BATCH_QUERY, batch={"rows": quiet}).consume()
+        tx.run(statement, batch={"rows": quiet}).consume()
     finally:
         # The driver keeps a query's parameters in a reference cycle (its result and summary), so
         # without this the batch's rows, tens of thousands of dicts and lists, outlived the

@@ -126,8 +126,18 @@ def message_json(msg: Any) -> bytes:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def peer_cypher() -> str:
-    """The project's write statement in a CALL subquery, reading one message's rows."""
+def peer_cypher(write: str = "") -> str:
+    """The project's write statement in a CALL subquery, reading one message's rows.
+
+    ``write`` (default: ``$PEER_CONNECTOR_WRITE``, else ``cypher``): ``cypher`` for the
+    Cypher statement, ``procedure`` for the ``provstream.writeBatch`` procedure the sink
+    calls when the server has it (one call per message).
+    """
+    write = write or os.environ.get("PEER_CONNECTOR_WRITE", "cypher")
+    if write == "procedure":
+        return "CALL (event) {\n  CALL provstream.writeBatch(event)\n}"
+    if write != "cypher":
+        raise SystemExit(f"PEER_CONNECTOR_WRITE must be cypher or procedure, got {write!r}")
     body = q.WRITE_BATCH.strip()
     head = "UNWIND $batch.rows AS row"
     assert body.startswith(head), body[:40]
@@ -189,7 +199,7 @@ def cmd_gen(args: argparse.Namespace, settings: Settings) -> None:
             "build_rows_cpu_us_per_message": round(rows_cpu / len(messages) * 1e6, 1),
             "json_render_cpu_us_per_message": round(json_cpu / len(messages) * 1e6, 1),
             "avro_topic": f"peer.{args.run_id}.avro", "json_topic": f"peer.{args.run_id}.json",
-            "cypher": peer_cypher()}
+            "cypher": peer_cypher(), "connector_write": os.environ.get("PEER_CONNECTOR_WRITE", "cypher")}
     Path(args.meta).write_text(json.dumps(meta, indent=1))
     print(f"gen: {args.sessions} sessions, {len(messages)} messages, {triples} triples -> "
           f"{nodes} nodes, {rels} relationships expected; avro {meta['avro_bytes'] / 1e6:.1f} MB, "
@@ -520,7 +530,8 @@ def cmd_report(args: argparse.Namespace) -> int:
              f"Machine: {env['host']}, {env['cpus']} CPUs, {env['utc']} UTC, load before {env['load'][0]:.2f}; "
              f"Kafka Connect {env['connect_worker']}, connector {env['connector']} (batch-size {env['a_batch_size']}, "
              f"max.poll.records {env['a_poll_records']}); provstream sink batch {env['b_batch'][0]} messages / "
-             f"{env['b_batch'][1]} ms.", "",
+             f"{env['b_batch'][1]} ms; the connector writes with {meta.get('connector_write', 'cypher')}, "
+             "provstream sink with the procedure if the server has it.", "",
              "| run | sink | sustained triples/s | from start triples/s | window s | first write after s | "
              "CPU s/1k triples: sink | Neo4j | Kafka | sink+Neo4j | nodes | rels | "
              "graph sha256 (ordered / lists sorted) |",
