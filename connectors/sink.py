@@ -50,6 +50,7 @@ from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from provstream.codec import records as wire
+from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.rows import node_iris, triple_count
 from provstream.connectors.neo4j.store import Neo4jStore
 from provstream.core.triples import StepTriples
@@ -514,8 +515,13 @@ def _ready_store(store: Neo4jStore, lanes: int) -> None:
     store.warm(lanes)
 
 
-def run_sink(settings: Settings, stop: threading.Event, on_ready: Callable[[], None] = lambda: None) -> SinkStats:
-    """Connect (waiting for Neo4j and Kafka), then sink until ``stop`` is set."""
+def run_sink(settings: Settings, stop: threading.Event,
+             on_ready: Callable[[str], None] = lambda write: None) -> SinkStats:
+    """Connect (waiting for Neo4j and Kafka), then sink until ``stop`` is set.
+
+    :param on_ready: called once connected, with how batches are written
+        (``"procedure provstream.writeBatch"`` or ``"Cypher statement"``).
+    """
     from provstream.topics import ensure_topics
 
     store = Neo4jStore(settings)
@@ -527,7 +533,8 @@ def run_sink(settings: Settings, stop: threading.Event, on_ready: Callable[[], N
             producer = connect("Kafka", lambda: open_producer(settings), stop)
             try:
                 ring = open_ring(settings, "sink")
-                on_ready()
+                on_ready(f"procedure {q.PROCEDURE_NAME}" if store.write_statement == q.WRITE_BATCH_PROCEDURE
+                         else "Cypher statement")
                 sink = Sink(settings, store, consumer, producer, stop)
                 sink.ring = ring
                 try:

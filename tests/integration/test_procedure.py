@@ -8,12 +8,16 @@ they leave must be the same.
 
 from __future__ import annotations
 
+import select
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from neo4j import GraphDatabase
+from sink_support import env_for
 
 from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.rows import build_rows, lineage_rows, write_rows
@@ -80,6 +84,23 @@ def test_the_stack_has_the_procedure_and_the_store_writes_through_it(isolated: S
         assert store.write_statement == q.WRITE_BATCH_PROCEDURE
     with Neo4jStore(replace(isolated, neo4j_procedure="off")) as store:
         assert store.write_statement == q.WRITE_BATCH_QUERY
+
+
+@pytest.mark.parametrize(("mode", "write"), [("auto", "procedure provstream.writeBatch"), ("off", "Cypher statement")])
+def test_the_sink_says_how_it_writes_when_ready(isolated: Settings, mode: str, write: str) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "provstream", "sink"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True,
+                            env=env_for(isolated, PROVSTREAM_NEO4J_PROCEDURE=mode))
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline() if ready else ""
+        assert line.startswith("provstream sink ready: ") and line.rstrip().endswith(f"writes with the {write})")
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def test_the_procedure_and_the_cypher_statement_leave_the_same_graph(isolated: Settings, unique: str) -> None:

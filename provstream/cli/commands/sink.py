@@ -36,9 +36,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         signal.signal(sig, lambda *_: stop.set())
     tune_gc(settings)
 
-    def ready() -> None:
+    def ready(write: str) -> None:
         print(f"provstream sink ready: {settings.triples_topic} -> {settings.neo4j_uri} "
-              f"(group {settings.sink_group})", flush=True)
+              f"(group {settings.sink_group}; writes with the {write})", flush=True)
 
     stats = run_sink(settings, stop, on_ready=ready)
     print(f"provstream sink stopped: {stats.messages} messages, {stats.triples} triples, "
