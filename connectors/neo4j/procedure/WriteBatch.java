@@ -119,6 +119,7 @@ public class WriteBatch {
         private final Map<String, Integer> keyIds = new HashMap<>();
         private final Map<String, Integer> labelIds = new HashMap<>();
         private final Map<Integer, Value> before = new HashMap<>();
+        private final Map<AnyValue, Long> batchIds = new HashMap<>();
         private final MutableIntObjectMap<Value> changes = new IntObjectHashMap<>();
         private final MutableIntSet added = new IntHashSet();
         private TokenSet labels = TokenSet.NONE;
@@ -168,6 +169,7 @@ public class WriteBatch {
             for (AnyValue row : rows) {
                 written[i] = (MapValue) row;
                 ids[i] = node(written[i]);
+                batchIds.put(written[i].get("iri"), ids[i]);
                 i++;
             }
             for (i = 0; i < size; i++) {
@@ -345,7 +347,9 @@ public class WriteBatch {
                 }
                 for (AnyValue item : list) {
                     MapValue rel = (MapValue) item;
-                    long other = seekIri((Value) rel.get("o"));
+                    AnyValue end = rel.get("o");
+                    Long known = batchIds.get(end);  // a node of this batch: seeked (and locked) already
+                    long other = known != null ? known : seekIri((Value) end);
                     if (other == StatementConstants.NO_SUCH_NODE) {
                         continue;  // MATCH found no end node: nothing to merge
                     }
