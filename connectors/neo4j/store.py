@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 DELETE_BATCH = 10_000
 _RETRY_SECONDS = 5.0  # the driver's own retries of a managed transaction; callers back off beyond that
 _ALREADY_EXISTS = "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists"
+_UNAUTHORIZED = "Neo.ClientError.Security.Unauthorized"
 
 
 class Neo4jStore(DriverOwner):
@@ -131,9 +132,18 @@ class Neo4jStore(DriverOwner):
         mode = self._settings.neo4j_procedure
         if mode == "off":
             return q.WRITE_BATCH_QUERY
-        with translated(f"looking for the procedure {q.PROCEDURE_NAME}", self._settings), \
-                self._session() as session:
-            record = session.execute_read(_single, q.FIND_PROCEDURE, name=q.PROCEDURE_NAME)
+        try:
+            with translated(f"looking for the procedure {q.PROCEDURE_NAME}", self._settings), \
+                    self._session() as session:
+                record = session.execute_read(_single, q.FIND_PROCEDURE, name=q.PROCEDURE_NAME)
+        except StoreError as exc:
+            refused = exc.__cause__
+            if (mode == "on" or not isinstance(refused, ClientError)
+                    or (refused.code or "").startswith(_UNAUTHORIZED)):
+                raise
+            # a server that cannot list procedures for this user (no privilege, an older Cypher)
+            log.warning("cannot look for %s (%s): writing with the Cypher statement", q.PROCEDURE_NAME, refused)
+            return q.WRITE_BATCH_QUERY
         description = str(record["description"] or "") if record else None
         if description is not None and q.PROCEDURE_CONTRACT in description:
             log.info("writing through the procedure %s", q.PROCEDURE_NAME)
