@@ -44,7 +44,7 @@ typedef struct {
 static PyObject *labels_of, *string_props, *integer_props, *datetime_props, *list_props, *rel_types;
 static PyObject *mechanism_values, *state_words;
 static PyObject *link_type, *rdf_type, *tg_edge, *xsd_integer, *xsd_datetime, *retrieval_graph, *caption_prop;
-static PyObject *datetime_names;
+static PyObject *datetime_names, *shared_props_tuple, *shared_props;
 static PyObject *parse_integer, *parse_datetime, *extra_literal, *caption, *caption_width_obj;
 
 static const Setting SETTINGS[] = {
@@ -54,6 +54,7 @@ static const Setting SETTINGS[] = {
     {"LINK", &link_type, 1}, {"RDF_TYPE", &rdf_type, 1}, {"TG_EDGE", &tg_edge, 1},
     {"XSD_INTEGER", &xsd_integer, 1}, {"XSD_DATETIME", &xsd_datetime, 1}, {"GRAPH", &retrieval_graph, 1},
     {"CAPTION_PROP", &caption_prop, 1}, {"DATETIME_NAMES", &datetime_names, 3},
+    {"SHARED_PROPS", &shared_props_tuple, 3},
     {"parse_integer", &parse_integer, 2}, {"parse_datetime", &parse_datetime, 2},
     {"extra_literal", &extra_literal, 2}, {"caption", &caption, 2}, {"CAPTION_WIDTH", &caption_width_obj, 4},
 };
@@ -1093,14 +1094,289 @@ caption_fn(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return caption_of(args[0], args[1], args[2]);
 }
 
+/* -- the procedure's batch ------------------------------------------------------ */
+
+/* table[value], added as the next index if new (a new reference; NULL on error). */
+static PyObject *
+table_index(PyObject *table, PyObject *value)
+{
+    PyObject *found = PyDict_GetItemWithError(table, value), *i;
+    if (found != NULL)
+        return Py_NewRef(found);
+    if (PyErr_Occurred() || (i = PyLong_FromSsize_t(PyDict_GET_SIZE(table))) == NULL)
+        return NULL;
+    if (PyDict_SetItem(table, value, i) < 0) {
+        Py_DECREF(i);
+        return NULL;
+    }
+    return i;
+}
+
+/* rows.py's text(): a str's index in strings, anything else itself (a new reference). */
+static PyObject *
+shared_text(PyObject *strings, PyObject *value)
+{
+    return PyUnicode_CheckExact(value) ? table_index(strings, value) : Py_NewRef(value);
+}
+
+/* row[key] of an exact dict (borrowed), or NULL with Unsupported when it is missing. */
+static PyObject *
+must(PyObject *row, PyObject *key)
+{
+    PyObject *value = PyDict_GetItemWithError(row, key);
+    if (value == NULL && !PyErr_Occurred())
+        bail("a key is missing");
+    return value;
+}
+
+/* [x, y, ...] appended to list (a flat list of pairs or quadruples); steals the references. */
+static int
+extend(PyObject *list, PyObject **items, int n)
+{
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (items[i] == NULL || (rc == 0 && PyList_Append(list, items[i]) < 0))
+            rc = -1;
+        Py_XDECREF(items[i]);
+    }
+    return rc;
+}
+
+/* A list, or None when it is empty (a new reference; consumes list). */
+static PyObject *
+or_none(PyObject *list)
+{
+    if (list != NULL && PyList_GET_SIZE(list) == 0) {
+        Py_DECREF(list);
+        return Py_NewRef(Py_None);
+    }
+    return list;
+}
+
+/* row.get(key) or None, for a value that is a list (or absent): a new reference. */
+static PyObject *
+list_or_none(PyObject *row, PyObject *key)
+{
+    PyObject *value = PyDict_GetItemWithError(row, key);
+    if (value == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (!PyList_CheckExact(value))
+        return bail("not a list"), NULL;
+    return Py_NewRef(PyList_GET_SIZE(value) ? value : Py_None);
+}
+
+enum { P_IRI, P_GRAPH, P_PROPS, P_SCOPE, P_LABELS, P_TYPES, P_CHUNKS, P_EXTRA, P_STARTED, P_STATUS, P_LINEAGE,
+       P_RELS, NPOSITIONS };
+
+static PyObject *
+procedure_row(PyObject *row, PyObject *keys, PyObject *labels, PyObject *strings, PyObject *index,
+              PyObject *const *rels, Py_ssize_t nrels)
+{
+    PyObject *at[NPOSITIONS] = {NULL}, *value, *props, *name, *out = NULL;
+    Py_ssize_t pos = 0, n;
+    int ok = 0;
+    if (!PyDict_CheckExact(row))
+        return bail("a row is not a dict"), NULL;
+    if ((value = must(row, k_iri)) == NULL)
+        goto done;
+    at[P_IRI] = Py_NewRef(value);
+    value = PyDict_GetItemWithError(row, k_graph);
+    if ((at[P_GRAPH] = value ? shared_text(strings, value) : PyErr_Occurred() ? NULL : Py_NewRef(Py_None)) == NULL)
+        goto done;
+    if ((props = must(row, k_props)) == NULL || (!PyDict_CheckExact(props) && bail("props is not a dict") < 0)
+        || (at[P_PROPS] = PyList_New(0)) == NULL || (at[P_SCOPE] = PyList_New(0)) == NULL)
+        goto done;
+    while (PyDict_Next(props, &pos, &name, &value)) {
+        int shared = PyUnicode_CheckExact(value) ? PySet_Contains(shared_props, name) : 0;
+        PyObject *pair[2];
+        if (shared < 0)
+            goto done;
+        pair[0] = table_index(keys, name);
+        pair[1] = shared ? table_index(strings, value) : Py_NewRef(value);
+        if (extend(shared ? at[P_SCOPE] : at[P_PROPS], pair, 2) < 0)
+            goto done;
+    }
+    if ((value = must(row, k_labels)) == NULL || (!PyList_CheckExact(value) && bail("labels is not a list") < 0)
+        || (at[P_LABELS] = PyList_New(PyList_GET_SIZE(value))) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
+        PyObject *label = table_index(labels, PyList_GET_ITEM(value, i));
+        if (label == NULL)
+            goto done;
+        PyList_SET_ITEM(at[P_LABELS], i, label);
+    }
+    if ((value = list_or_none(row, k_types)) == NULL)
+        goto done;
+    if (value != Py_None) {
+        at[P_TYPES] = PyList_New(PyList_GET_SIZE(value));
+        for (Py_ssize_t i = 0; at[P_TYPES] != NULL && i < PyList_GET_SIZE(value); i++) {
+            PyObject *text = shared_text(strings, PyList_GET_ITEM(value, i));
+            if (text == NULL)
+                Py_CLEAR(at[P_TYPES]);
+            else
+                PyList_SET_ITEM(at[P_TYPES], i, text);
+        }
+        Py_DECREF(value);
+        if (at[P_TYPES] == NULL)
+            goto done;
+    }
+    else
+        at[P_TYPES] = value;
+    if ((at[P_CHUNKS] = list_or_none(row, k_chunks)) == NULL || (at[P_EXTRA] = list_or_none(row, k_extra)) == NULL)
+        goto done;
+    value = PyDict_GetItemWithError(row, PyTuple_GET_ITEM(datetime_names, 0));
+    if ((at[P_STARTED] = value ? Py_NewRef(value) : PyErr_Occurred() ? NULL : Py_NewRef(Py_None)) == NULL)
+        goto done;
+    if ((n = PyDict_Contains(row, k_steps)) < 0)
+        goto done;
+    if (n) {
+        PyObject *fields[5] = {k_status, k_steps, k_expected, k_late, k_missing};
+        if ((at[P_STATUS] = PyList_New(5)) == NULL)
+            goto done;
+        for (int i = 0; i < 5; i++) {
+            if ((value = must(row, fields[i])) == NULL)
+                goto done;
+            PyList_SET_ITEM(at[P_STATUS], i, Py_NewRef(value));
+        }
+    }
+    else
+        at[P_STATUS] = Py_NewRef(Py_None);
+    value = PyDict_GetItemWithError(row, k_lineage);
+    if (value == NULL && PyErr_Occurred())
+        goto done;
+    if (value != NULL && value != Py_None) {
+        PyObject *line = value;
+        if (!PyDict_CheckExact(line)) {
+            bail("lineage is not a dict");
+            goto done;
+        }
+        if ((at[P_LINEAGE] = PyList_New(4)) == NULL)
+            goto done;
+        for (int i = 0; i < 4; i++) {
+            if ((value = must(line, lineage_fields[i])) == NULL)
+                goto done;
+            PyList_SET_ITEM(at[P_LINEAGE], i, Py_NewRef(value));
+        }
+    }
+    else
+        at[P_LINEAGE] = Py_NewRef(Py_None);
+    if ((at[P_RELS] = PyList_New(0)) == NULL)
+        goto done;
+    for (Py_ssize_t t = 0; t < nrels; t++) {
+        PyObject *group = PyDict_GetItemWithError(row, rels[t]), *tobj;
+        if (group == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            continue;
+        }
+        if (!PyList_CheckExact(group)) {
+            bail("a relationship group is not a list");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(group); i++) {
+            PyObject *rel = PyList_GET_ITEM(group, i), *o, *graph, *end, *quad[4];
+            if (!PyDict_CheckExact(rel)) {
+                bail("a relationship is not a dict");
+                goto done;
+            }
+            if ((o = must(rel, k_o)) == NULL || (graph = must(rel, k_graph)) == NULL)
+                goto done;
+            if ((end = PyDict_GetItemWithError(index, o)) == NULL && PyErr_Occurred())
+                goto done;
+            if ((tobj = PyLong_FromSsize_t(t)) == NULL)
+                goto done;
+            quad[0] = tobj;
+            quad[1] = Py_NewRef(end != NULL ? end : o);
+            quad[2] = shared_text(strings, graph);
+            value = PyDict_GetItemWithError(rel, k_predicate);
+            quad[3] = value ? Py_NewRef(value) : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+            if (extend(at[P_RELS], quad, 4) < 0)
+                goto done;
+        }
+    }
+    at[P_PROPS] = or_none(at[P_PROPS]);
+    at[P_SCOPE] = or_none(at[P_SCOPE]);
+    at[P_LABELS] = or_none(at[P_LABELS]);
+    at[P_RELS] = or_none(at[P_RELS]);
+    ok = 1;
+done:
+    if (ok) {
+        n = NPOSITIONS;
+        while (n > 1 && at[n - 1] == Py_None)
+            n--;
+        if ((out = PyList_New(n)) != NULL)
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyList_SET_ITEM(out, i, at[i]);
+                at[i] = NULL;
+            }
+    }
+    for (int i = 0; i < NPOSITIONS; i++)
+        Py_XDECREF(at[i]);
+    return out;
+}
+
+PyDoc_STRVAR(procedure_batch_doc,
+"procedure_batch(rows, /)\n--\n\n"
+"rows.procedure_batch_py(rows): write_rows's rows as the provstream.writeBatch procedure takes them\n"
+"(contract 2). Raises Unsupported for rows it does not take (not the exact dicts and lists\n"
+"write_rows makes); rows.py then builds the batch in Python.\n");
+
+static PyObject *
+procedure_batch(PyObject *module, PyObject *rows)
+{
+    PyObject *keys = NULL, *labels = NULL, *strings = NULL, *index = NULL, *out_rows = NULL, *out = NULL;
+    PyObject *rels[8], *name;
+    Py_ssize_t nrels = 0, pos = 0, n;
+    (void)module;
+    if (!configured)
+        return PyErr_SetString(Unsupported, "configure() has not been called"), NULL;
+    if (!PyList_CheckExact(rows))
+        return PyErr_SetString(Unsupported, "rows is not a list"), NULL;
+    while (PyDict_Next(rel_types, &pos, NULL, &name) && nrels < 7)
+        rels[nrels++] = name;
+    rels[nrels++] = link_type;
+    n = PyList_GET_SIZE(rows);
+    if ((keys = PyDict_New()) == NULL || (labels = PyDict_New()) == NULL || (strings = PyDict_New()) == NULL
+        || (index = PyDict_New()) == NULL || (out_rows = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *iri, *at;
+        if (!PyDict_CheckExact(row)) {
+            PyErr_SetString(Unsupported, "a row is not a dict");
+            goto done;
+        }
+        if ((iri = must(row, k_iri)) == NULL || (at = PyLong_FromSsize_t(i)) == NULL)
+            goto done;
+        PyObject *was = PyDict_SetDefault(index, iri, at);
+        Py_DECREF(at);
+        if (was == NULL)
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = procedure_row(PyList_GET_ITEM(rows, i), keys, labels, strings, index, rels, nrels);
+        if (row == NULL)
+            goto done;
+        PyList_SET_ITEM(out_rows, i, row);
+    }
+    out = Py_BuildValue("{s:N,s:N,s:N,s:O}", "keys", PyDict_Keys(keys), "labels", PyDict_Keys(labels),
+                        "strings", PyDict_Keys(strings), "rows", out_rows);
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(labels);
+    Py_XDECREF(strings);
+    Py_XDECREF(index);
+    Py_XDECREF(out_rows);
+    return out;
+}
+
 PyDoc_STRVAR(configure_doc,
 "configure(settings, /)\n--\n\n"
 "Hand over the model's tables and functions (a dict; rows.py passes them once, at import).\n\n"
 "Keys: LABELS, STRING_PROPS, INTEGER_PROPS, DATETIME_PROPS, LIST_PROPS, REL_TYPES,\n"
 "MECHANISM_VALUES, STATE_WORDS (dicts); LINK, RDF_TYPE, TG_EDGE, XSD_INTEGER, XSD_DATETIME,\n"
-"GRAPH, CAPTION_PROP (str); DATETIME_NAMES (tuple of str); CAPTION_WIDTH (int); parse_integer,\n"
+"GRAPH, CAPTION_PROP (str); DATETIME_NAMES, SHARED_PROPS (tuples of str); CAPTION_WIDTH (int); parse_integer,\n"
 "parse_datetime, extra_literal, caption (callables). Raises TypeError or KeyError if one is missing or of\n"
-"another kind, and write_rows() stays unusable.\n");
+"another kind, and write_rows() and procedure_batch() stay unusable.\n");
 
 static PyObject *
 configure(PyObject *module, PyObject *settings)
@@ -1129,6 +1405,9 @@ configure(PyObject *module, PyObject *settings)
         Py_XSETREF(*SETTINGS[i].slot, Py_NewRef(value));
     }
     caption_width = PyLong_AsSsize_t(caption_width_obj);
+    Py_XSETREF(shared_props, PyFrozenSet_New(shared_props_tuple));
+    if (shared_props == NULL)
+        return NULL;
     configured = 1;
     Py_RETURN_NONE;
 }
@@ -1137,6 +1416,7 @@ static PyMethodDef methods[] = {
     {"write_rows", (PyCFunction)(void (*)(void))write_rows, METH_FASTCALL, write_rows_doc},
     {"write_rows_at", (PyCFunction)(void (*)(void))write_rows_at, METH_FASTCALL, write_rows_at_doc},
     {"caption", (PyCFunction)(void (*)(void))caption_fn, METH_FASTCALL, caption_doc},
+    {"procedure_batch", (PyCFunction)procedure_batch, METH_O, procedure_batch_doc},
     {"configure", (PyCFunction)configure, METH_O, configure_doc},
     {NULL, NULL, 0, NULL},
 };

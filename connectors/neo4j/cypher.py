@@ -94,7 +94,7 @@ WRITE_BATCH_QUERY: Final[LiteralString] = "CYPHER replan=skip\n" + WRITE_BATCH
 # CPU (BENCHMARKS.md). The store calls it when the server has it with this contract number in its
 # description (PROVSTREAM_NEO4J_PROCEDURE); the number changes whenever the rows do.
 PROCEDURE_NAME: Final = "provstream.writeBatch"
-PROCEDURE_CONTRACT: Final = "contract 1"
+PROCEDURE_CONTRACT: Final = "contract 2"
 WRITE_BATCH_PROCEDURE: Final[LiteralString] = "CALL provstream.writeBatch($batch)"
 FIND_PROCEDURE: Final[LiteralString] = (
     "SHOW PROCEDURES YIELD name, description WHERE name = $name RETURN description"

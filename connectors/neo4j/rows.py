@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from provstream.connectors.neo4j import model as m
 from provstream.core import vocab as v
@@ -336,6 +336,88 @@ def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Ro
     return list(out.values())
 
 
+
+# The procedure's batch (contract 2 of connectors/neo4j/procedure/WriteBatch.java): the rows by position.
+PROCEDURE_POSITIONS: Final = ("iri", "graph", "props", "scope", "labels", "types", "chunks", "extra",
+                              "startedAtTime", "status", "lineage", "relationships")
+_SHARED_PROPS_ORDER = m.SCOPE_PROPS  # texts that most rows of a batch share: sent once
+_SHARED_PROPS = frozenset(_SHARED_PROPS_ORDER)
+_PROCEDURE_RELS = tuple(m.REL_TYPES.values()) + (m.LINK,)
+
+
+def procedure_batch_py(rows: Sequence[Row]) -> dict[str, list[Any]]:
+    """:func:`write_rows`'s rows as the ``provstream.writeBatch`` procedure takes them (pure).
+
+    Each row becomes a list by position (:data:`PROCEDURE_POSITIONS`, trailing
+    ``None`` left off), with each property key and label name, and each text
+    of a scope property, a graph or a type, sent once per batch in a table and
+    referred to by its index; a relationship's end node that is a row of the
+    batch is referred to by that row's index. Together with the driver's
+    packing and the server's unpacking, this costs both sides less than the
+    rows as maps (BENCHMARKS.md).
+
+    :param rows: what :func:`write_rows` gives.
+    :returns: ``{"keys": [...], "labels": [...], "strings": [...], "rows": [[...], ...]}``.
+
+    Example::
+
+        >>> procedure_batch_py([{"iri": "urn:a", "props": {"user": "u", "n": 1}, "labels": ["Entity"],
+        ...                      "wasDerivedFrom": [{"o": "urn:a", "graph": "g"}]}])
+        {'keys': ['user', 'n'], 'labels': ['Entity'], 'strings': ['u', 'g'], \
+'rows': [['urn:a', None, [1, 1], [0, 0], [0], None, None, None, None, None, None, [0, 0, 1, None]]]}
+    """
+    keys: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    strings: dict[str, int] = {}
+    index = {}
+    for i, row in enumerate(rows):
+        index.setdefault(row["iri"], i)
+
+    def text(value: Any) -> Any:
+        if type(value) is not str:
+            return value
+        found = strings.get(value)
+        if found is None:
+            found = strings[value] = len(strings)
+        return found
+
+    out: list[list[Any]] = []
+    for row in rows:
+        props: list[Any] = []
+        scope: list[Any] = []
+        for name, value in row["props"].items():
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = len(keys)
+            if name in _SHARED_PROPS and type(value) is str:
+                scope += (key, text(value))
+            else:
+                props += (key, value)
+        names: list[int] = []
+        for name in row["labels"]:
+            label = labels.get(name)
+            if label is None:
+                label = labels[name] = len(labels)
+            names.append(label)
+        types = row.get("types")
+        status = ([row["status"], row["steps"], row["expectedSteps"], row["lateSteps"], row["missingSteps"]]
+                  if "steps" in row else None)
+        line = row.get("lineage")
+        lineage = ([line["eventPartition"], line["eventOffset"], line["triplesPartition"], line["triplesOffset"]]
+                   if line is not None else None)
+        rels: list[Any] = []
+        for t, rel_type in enumerate(_PROCEDURE_RELS):
+            for rel in row.get(rel_type, ()):
+                rels += (t, index.get(rel["o"], rel["o"]), text(rel["graph"]), rel.get("predicate"))
+        out_row = [row["iri"], text(row.get("graph")), props or None, scope or None, names or None,
+                   [text(x) for x in types] if types else None, row.get("chunks") or None,
+                   row.get("extra") or None, row.get("startedAtTime"), status, lineage, rels or None]
+        while out_row[-1] is None:
+            out_row.pop()
+        out.append(out_row)
+    return {"keys": list(keys), "labels": list(labels), "strings": list(strings), "rows": out}
+
+
 # -- the sink's rows in one pass --------------------------------------------------
 
 BatchRows = Callable[[Sequence[StepTriples], Iterable[Mapping[str, Any]]], tuple[int, list[Row]]]
@@ -404,7 +486,7 @@ def _choose_batch_rows() -> tuple[BatchRows, BatchRowsAt]:
             "TG_EDGE": v.TG_EDGE, "XSD_INTEGER": v.XSD_INTEGER, "XSD_DATETIME": v.XSD_DATETIME, "GRAPH": v.GRAPH,
             "CAPTION_PROP": m.CAPTION_PROP, "DATETIME_NAMES": _DATETIME_NAMES, "parse_integer": m.parse_integer,
             "parse_datetime": m.parse_datetime, "extra_literal": extra_literal, "caption": m.caption,
-            "CAPTION_WIDTH": m.CAPTION_WIDTH,
+            "CAPTION_WIDTH": m.CAPTION_WIDTH, "SHARED_PROPS": tuple(_SHARED_PROPS_ORDER),
         })
         batch = _sample_batch()
         origins: list[Origin] = [((0, i), None) for i in range(len(batch))]
@@ -468,3 +550,59 @@ def batch_rows_at(batch: Sequence[StepTriples], origins: Sequence[Origin]) -> tu
     Example: ``batch_rows_at([msg], [(None, (0, 7))]) == batch_rows([msg], lineage_rows(msg, None, (0, 7)))``.
     """
     return _batch_rows_at(batch, origins)
+
+
+ProcedureBatch = Callable[[Sequence[Row]], dict[str, list[Any]]]
+
+
+def _choose_procedure_batch() -> ProcedureBatch:
+    """What :func:`procedure_batch` runs: ``_rows_c.procedure_batch`` when built, else :func:`procedure_batch_py`.
+
+    The C function is used only where the C rows are (:func:`_choose_batch_rows`
+    configured it) and when it gives the batch of a sample exactly as the Python
+    one does; rows it does not take (not the exact dicts and lists
+    :func:`write_rows` makes) go to the Python one.
+
+    Returns:
+        the function ``rows -> batch``.
+
+    Example::
+
+        >>> rows = _batch_rows_py(_sample_batch())[1]
+        >>> _choose_procedure_batch()(rows) == procedure_batch_py(rows)
+        True
+    """
+    if _batch_rows is _batch_rows_py:
+        return procedure_batch_py
+    from provstream.connectors.neo4j import _rows_c
+    origins: list[Origin] = [((0, i), (1, i)) for i in range(2)]
+    sample = _batch_rows_at_py(_sample_batch(), origins)[1]
+    try:
+        exact = _rows_c.procedure_batch(sample) == procedure_batch_py(sample)
+    except Exception:  # noqa: BLE001 - a C batch that cannot take the sample is not used
+        exact = False
+    if not exact:
+        return procedure_batch_py
+    fast = _rows_c.procedure_batch
+
+    def procedure_batch_c(rows: Sequence[Row]) -> dict[str, list[Any]]:
+        try:
+            return fast(rows)
+        except Exception:  # noqa: BLE001 - what the C batch does not take, the Python one builds
+            return procedure_batch_py(rows)
+
+    return procedure_batch_c
+
+
+_procedure_batch = _choose_procedure_batch()
+
+
+def procedure_batch(rows: Sequence[Row]) -> dict[str, list[Any]]:
+    """:func:`procedure_batch_py` of ``rows``, in C when built: what :meth:`Neo4jStore.write` sends the procedure.
+
+    :param rows: what :func:`write_rows` gives.
+    :returns: the batch of contract 2 (:data:`PROCEDURE_POSITIONS`).
+
+    Example: ``procedure_batch(batch_rows([msg])[1])["rows"][0][0]`` is the first row's IRI.
+    """
+    return _procedure_batch(rows)

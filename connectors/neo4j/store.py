@@ -23,7 +23,7 @@ from neo4j.exceptions import (
 from provstream.connectors.neo4j import cypher as q
 from provstream.connectors.neo4j.driver import DriverOwner, translated
 from provstream.connectors.neo4j.rebuild import node_triples
-from provstream.connectors.neo4j.rows import Origin, batch_rows, batch_rows_at
+from provstream.connectors.neo4j.rows import Origin, batch_rows, batch_rows_at, procedure_batch
 from provstream.core import vocab as v
 from provstream.core.triples import StepTriples, Triple
 from provstream.errors import StoreError, TraceNotFound
@@ -171,11 +171,13 @@ class Neo4jStore(DriverOwner):
         Example: ``store.write([msg], lineage_rows(msg, (0, 41), (0, 40)))``, or the same as
         ``store.write([msg], origins=[((0, 41), (0, 40))])``.
         """
-        count, params = batch_rows(batch, lineage) if origins is None else batch_rows_at(batch, origins)
+        count, rows = batch_rows(batch, lineage) if origins is None else batch_rows_at(batch, origins)
         if count == 0:
             return 0
+        statement = self.write_statement
+        params = procedure_batch(rows) if statement == q.WRITE_BATCH_PROCEDURE else {"rows": rows}
         with translated(f"writing {len(batch)} triples messages", self._settings), self._session() as session:
-            session.execute_write(_write_batch, self.write_statement, params)
+            session.execute_write(_write_batch, statement, params)
         return count
 
     def lineage(self, question_iri: str, *, user: str, collection: str) -> dict[str, dict[str, int | None]]:
@@ -271,20 +273,21 @@ def _warm(tx: ManagedTransaction, statement: LiteralString, together: threading.
         pass  # fewer connections than lanes (a small pool, a retry): warming is best effort
 
 
-def _write_batch(tx: ManagedTransaction, statement: LiteralString, rows: list[dict[str, Any]]) -> None:
-    quiet = QuietRows(rows)
+def _write_batch(tx: ManagedTransaction, statement: LiteralString, batch: dict[str, list[Any]]) -> None:
+    quiet = {name: QuietRows(values) for name, values in batch.items()}
     try:
-        tx.run(statement, batch={"rows": quiet}).consume()
+        tx.run(statement, batch=quiet).consume()
     finally:
         # The driver keeps a query's parameters in a reference cycle (its result and summary), so
         # without this the batch's rows, tens of thousands of dicts and lists, outlived the
         # transaction until the cyclic collector found them: a fifth of the sink's CPU went to
-        # collections walking them (BENCHMARKS.md). A retry runs this again on ``rows``.
-        quiet.clear()
+        # collections walking them (BENCHMARKS.md). A retry runs this again on ``batch``.
+        for values in quiet.values():
+            values.clear()
 
 
-class QuietRows(list[dict[str, Any]]):
-    """A batch's rows as one query parameter, with a short ``repr``.
+class QuietRows(list[Any]):
+    """A batch's rows (or another of its lists) as a query parameter, with a short ``repr``.
 
     The driver formats its ``C: RUN`` debug line, the ``repr`` of every
     parameter, before the logger checks its level: for a batch of thousands

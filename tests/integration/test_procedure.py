@@ -57,16 +57,30 @@ def _batches(settings: Settings, unique: str) -> list[list[StepTriples]]:
     return [*batches, batches[2], batches[0], list(reversed(batches[-1]))]
 
 
+def _lineages(batches: list[list[StepTriples]]) -> list[list[dict[str, Any]]]:
+    out, offset = [], 0
+    for batch in batches:
+        out.append([row for j, msg in enumerate(batch) for row in lineage_rows(msg, (0, offset + j), (1, offset + j))])
+        offset += len(batch)
+    return out
+
+
 def _write(settings: Settings, statement: Any, batches: list[list[StepTriples]]) -> None:
     with Neo4jStore(settings) as store:
         store.setup()
         store.write_statement = statement
-        offset = 0
-        for batch in batches:
-            lineage = [row for j, msg in enumerate(batch)
-                       for row in lineage_rows(msg, (0, offset + j), (1, offset + j))]
-            offset += len(batch)
+        for batch, lineage in zip(batches, _lineages(batches), strict=True):
             assert store.write(batch, lineage) > 0
+
+
+def _write_maps(settings: Settings, batches: list[list[StepTriples]]) -> None:
+    """The procedure given write_rows's maps (contract 1), as the Cypher statement takes them."""
+    with Neo4jStore(settings) as store:
+        store.setup()
+    with GraphDatabase.driver(settings.neo4j_uri, auth=settings.neo4j_auth) as driver:
+        for batch, lineage in zip(batches, _lineages(batches), strict=True):
+            driver.execute_query(q.WRITE_BATCH_PROCEDURE, batch={"rows": write_rows(build_rows(batch), lineage)},
+                                 database_=settings.neo4j_database)
 
 
 def _snapshot(settings: Settings, iris: list[str]) -> tuple[list[Any], list[Any]]:
@@ -103,12 +117,19 @@ def test_the_sink_says_how_it_writes_when_ready(isolated: Settings, mode: str, w
             proc.stdout.close()
 
 
-def test_the_procedure_and_the_cypher_statement_leave_the_same_graph(isolated: Settings, unique: str) -> None:
+@pytest.mark.parametrize("rows", ["procedure_batch", "write_rows maps"])
+def test_the_procedure_and_the_cypher_statement_leave_the_same_graph(isolated: Settings, unique: str,
+                                                                    rows: str) -> None:
+    """The sink's batch (contract 2) and write_rows's maps (contract 1, as a client of the
+    Cypher statement's rows sends them) leave the graph the Cypher statement leaves."""
     batches = _batches(isolated, unique)
     iris = sorted({row["iri"] for batch in batches for row in write_rows(build_rows(batch))})
     _write(isolated, q.WRITE_BATCH_QUERY, batches)
     by_cypher = _snapshot(isolated, iris)
-    _write(isolated, q.WRITE_BATCH_PROCEDURE, batches)
+    if rows == "procedure_batch":
+        _write(isolated, q.WRITE_BATCH_PROCEDURE, batches)
+    else:
+        _write_maps(isolated, batches)
     by_procedure = _snapshot(isolated, iris)
 
     nodes, rels = by_cypher

@@ -187,27 +187,32 @@ class _Tx:
 
     def run(self, statement: str, **parameters: Any) -> Any:
         assert statement in (cypher.WRITE_BATCH_QUERY, cypher.WRITE_BATCH_PROCEDURE)
-        assert list(parameters) == ["batch"] and list(parameters["batch"]) == ["rows"]
-        self.given.append(parameters["batch"]["rows"])
+        assert list(parameters) == ["batch"]
+        self.given.append(parameters["batch"])
         if self.fail:
             raise RuntimeError("connection lost")
         return self
 
     def consume(self) -> None:
-        assert len(self.given[-1]) == 2  # the rows are there while the statement runs
+        assert len(self.given[-1]["rows"]) == 2  # the rows are there while the statement runs
 
 
-def test_the_rows_handed_to_the_driver_are_released_after_the_transaction() -> None:
-    """The driver keeps its parameters in a reference cycle: the store empties its own copy."""
-    rows = [{"iri": "urn:a"}, {"iri": "urn:b"}]
+@pytest.mark.parametrize("batch", [
+    {"rows": [{"iri": "urn:a"}, {"iri": "urn:b"}]},
+    {"keys": ["user"], "labels": ["Entity"], "strings": ["u"], "rows": [["urn:a"], ["urn:b"]]},
+], ids=["rows", "procedure_batch"])
+def test_the_rows_handed_to_the_driver_are_released_after_the_transaction(batch: dict[str, list[Any]]) -> None:
+    """The driver keeps its parameters in a reference cycle: the store empties its own copies."""
+    kept = {name: list(values) for name, values in batch.items()}
     for tx in (_Tx(), _Tx(fail=True)):
         try:
-            store_write_batch(tx, cypher.WRITE_BATCH_QUERY, rows)  # type: ignore[arg-type]
+            store_write_batch(tx, cypher.WRITE_BATCH_QUERY, batch)  # type: ignore[arg-type]
         except RuntimeError:
             assert tx.fail
         (given,) = tx.given
-        assert isinstance(given, QuietRows) and given == []
-        assert rows == [{"iri": "urn:a"}, {"iri": "urn:b"}]  # a retry runs again on the caller's rows
+        assert list(given) == list(batch)
+        assert all(isinstance(values, QuietRows) and values == [] for values in given.values())
+        assert batch == kept  # a retry runs again on the caller's batch
 
 
 def test_the_rows_travel_inside_a_map_so_one_plan_serves_every_batch_size() -> None:
@@ -216,5 +221,5 @@ def test_the_rows_travel_inside_a_map_so_one_plan_serves_every_batch_size() -> N
     assert "$batch)" in cypher.WRITE_BATCH_PROCEDURE and "$" not in cypher.WRITE_BATCH_PROCEDURE.replace("$batch", "")
     for statement in (cypher.WRITE_BATCH_QUERY, cypher.WRITE_BATCH_PROCEDURE):
         tx = _Tx()
-        store_write_batch(tx, statement, [{"iri": "urn:a"}, {"iri": "urn:b"}])  # type: ignore[arg-type]
+        store_write_batch(tx, statement, {"rows": [{"iri": "urn:a"}, {"iri": "urn:b"}]})  # type: ignore[arg-type]
         assert len(tx.given) == 1

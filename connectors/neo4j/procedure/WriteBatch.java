@@ -11,13 +11,22 @@
  * server's plugins directory. On another server: javac --release 17 -cp '<neo4j>/lib/*' -d out
  * WriteBatch.java && jar cf provstream-procedure.jar -C out . , then copy the jar to its plugins/.
  *
- * The rows (one per IRI, every key optional but iri):
- *   iri, graph (an IRI only ever an object), props {name: value}, labels [..], types, chunks, extra
- *   [..] (unioned into types, selectedChunk, extraLiterals), startedAtTime (ISO text, a DATETIME),
- *   status, steps, expectedSteps, lateSteps, missingSteps (written when steps is not below the
- *   node's), lineage {eventPartition, eventOffset, triplesPartition, triplesOffset} (each kept once
- *   set), and per relationship type a list of {o, graph[, predicate]} (merged after every node).
- * The contract number in the description changes whenever they do (cypher.py PROCEDURE_CONTRACT).
+ * The batch (contract 2, rows.py procedure_batch): {keys: [property key names], labels: [label
+ * names], strings: [texts many rows share], rows: [row, ...]}, one row per IRI, a list by position
+ * (trailing nulls left off; "s" marks a string-table index, "k" a key index, "l" a label index):
+ *   0 iri, 1 graph (s; an IRI only ever an object), 2 props [k, value, ...], 3 scope props [k, s, ...],
+ *   4 labels [l, ...], 5 types [s, ...], 6 chunks [..], 7 extra [..] (5-7 unioned into types,
+ *   selectedChunk, extraLiterals), 8 startedAtTime (ISO text, a DATETIME), 9 status [status, steps,
+ *   expectedSteps, lateSteps, missingSteps] (written when steps is not below the node's),
+ *   10 lineage [eventPartition, eventOffset, triplesPartition, triplesOffset] (each kept once set),
+ *   11 relationships [type (0-3 of REL_TYPES), end, graph (s), predicate, ...], end the index of a
+ *   row of this batch or an IRI (merged after every node).
+ * Each name and shared text is sent once per batch, and a relationship's end node in the batch is
+ * not looked up again. Where a position takes an index, a text is taken too.
+ * Contract 1, {rows: [{iri, graph, props {..}, labels [..], types, chunks, extra, startedAtTime,
+ * status, steps, ..., lineage {..}, wasDerivedFrom [{o, graph[, predicate]}], ...}]} (write_rows's
+ * maps, as the Cypher statement takes them), is turned into contract 2 first.
+ * The contract number in the description changes whenever the batch does (cypher.py PROCEDURE_CONTRACT).
  */
 package org.provstream.neo4j;
 
@@ -67,6 +76,7 @@ import org.neo4j.values.storable.NoValue;
 import org.neo4j.values.storable.NumberValue;
 import org.neo4j.values.storable.TextValue;
 import org.neo4j.values.storable.Value;
+import org.neo4j.values.storable.Values;
 import org.neo4j.values.virtual.ListValue;
 import org.neo4j.values.virtual.MapValue;
 import org.neo4j.values.virtual.VirtualValues;
@@ -82,30 +92,138 @@ public class WriteBatch {
     static final String[] STATUS = {"status", "steps", "expectedSteps", "lateSteps", "missingSteps"};
     static final int STEPS = 1;
     static final String[] LINEAGE = {"eventPartition", "eventOffset", "triplesPartition", "triplesOffset"};
+    /** A row's positions (contract 2). */
+    static final int IRI = 0, GRAPH = 1, PROPS = 2, SCOPE = 3, LABELS = 4, TYPES = 5, CHUNKS = 6, EXTRA = 7,
+            STARTED = 8, STATUS_AT = 9, LINEAGE_AT = 10, RELS = 11, POSITIONS = 12;
     /** Cypher's datetime() of a text without a zone uses db.temporal.timezone, UTC unless configured. */
     static final Supplier<ZoneId> UTC = () -> ZoneOffset.UTC;
 
     /**
      * Write one batch in the caller's transaction.
      *
-     * @param batch {rows: [...]}, the map the sink sends as $batch (rows.py batch_rows).
-     * Example: CALL provstream.writeBatch({rows: [{iri: 'urn:x', props: {}, labels: []}]})
+     * @param batch {keys, labels, strings, rows} (contract 2, rows.py procedure_batch), or {rows}
+     *     of write_rows's maps (contract 1).
+     * Example: CALL provstream.writeBatch({keys: [], labels: [], strings: [], rows: [['urn:x']]})
      */
     @Procedure(name = "provstream.writeBatch", mode = Mode.WRITE)
-    @Description("provstream.writeBatch({rows: [...]}): provstream's batch write, contract 1")
+    @Description("provstream.writeBatch({keys, labels, strings, rows}): provstream's batch write, contract 2")
     public void writeBatch(@Name("batch") AnyValue batch) throws KernelException {
         if (!(batch instanceof MapValue map) || !(map.get("rows") instanceof ListValue rows)) {
-            throw new IllegalArgumentException("provstream.writeBatch takes {rows: [...]}");
+            throw new IllegalArgumentException("provstream.writeBatch takes {keys, labels, strings, rows}");
         }
         if (rows.isEmpty()) {
             return;
         }
+        if (map.get("keys") == NoValue.NO_VALUE) {
+            map = Maps.batch(rows);
+            rows = (ListValue) map.get("rows");
+        }
+        if (!(map.get("keys") instanceof ListValue keys) || !(map.get("labels") instanceof ListValue labels)
+                || !(map.get("strings") instanceof ListValue strings)) {
+            throw new IllegalArgumentException("provstream.writeBatch takes {keys, labels, strings, rows}");
+        }
         try (Writer writer = new Writer(((InternalTransaction) tx).kernelTransaction())) {
-            writer.write(rows);
+            writer.write(keys, labels, strings, rows);
         }
     }
 
-    /** One batch's write: its tokens, cursors and the properties of the node being written. */
+    private static int index(AnyValue value) {
+        return (int) ((NumberValue) value).longValue();
+    }
+
+    private static AnyValue at(ListValue row, int i) {
+        return i < row.intSize() ? row.value(i) : NoValue.NO_VALUE;
+    }
+
+    /** Contract 1's rows (maps) as a contract 2 batch, with texts in place of string indexes. */
+    static final class Maps {
+        private final Map<String, Integer> keys = new HashMap<>();
+        private final Map<String, Integer> labels = new HashMap<>();
+        private final List<AnyValue> keyNames = new ArrayList<>();
+        private final List<AnyValue> labelNames = new ArrayList<>();
+
+        static MapValue batch(ListValue rows) {
+            Maps maps = new Maps();
+            Map<AnyValue, Integer> rowOf = new HashMap<>();
+            int i = 0;
+            for (AnyValue row : rows) {
+                rowOf.putIfAbsent(((MapValue) row).get("iri"), i++);
+            }
+            List<AnyValue> out = new ArrayList<>();
+            for (AnyValue row : rows) {
+                out.add(maps.row((MapValue) row, rowOf));
+            }
+            return VirtualValues.map(new String[] {"keys", "labels", "strings", "rows"}, new AnyValue[] {
+                VirtualValues.fromList(maps.keyNames), VirtualValues.fromList(maps.labelNames),
+                VirtualValues.EMPTY_LIST, VirtualValues.fromList(out)});
+        }
+
+        private static AnyValue number(Map<String, Integer> table, List<AnyValue> names, String name) {
+            return Values.intValue(table.computeIfAbsent(name, n -> {
+                names.add(Values.stringValue(n));
+                return names.size() - 1;
+            }));
+        }
+
+        private ListValue row(MapValue row, Map<AnyValue, Integer> rowOf) {
+            AnyValue[] out = new AnyValue[POSITIONS];
+            Arrays.fill(out, NoValue.NO_VALUE);
+            out[IRI] = row.get("iri");
+            out[GRAPH] = row.get("graph");
+            if (row.get("props") instanceof MapValue props) {
+                List<AnyValue> flat = new ArrayList<>();
+                props.foreach((name, value) -> {
+                    flat.add(number(keys, keyNames, name));
+                    flat.add(value);
+                });
+                out[PROPS] = VirtualValues.fromList(flat);
+            }
+            if (row.get("labels") instanceof ListValue names) {
+                List<AnyValue> flat = new ArrayList<>();
+                for (AnyValue name : names) {
+                    flat.add(number(labels, labelNames, ((TextValue) name).stringValue()));
+                }
+                out[LABELS] = VirtualValues.fromList(flat);
+            }
+            out[TYPES] = row.get("types");
+            out[CHUNKS] = row.get("chunks");
+            out[EXTRA] = row.get("extra");
+            out[STARTED] = row.get("startedAtTime");
+            if (row.get(STATUS[STEPS]) != NoValue.NO_VALUE) {
+                AnyValue[] status = new AnyValue[STATUS.length];
+                for (int s = 0; s < STATUS.length; s++) {
+                    status[s] = row.get(STATUS[s]);
+                }
+                out[STATUS_AT] = VirtualValues.list(status);
+            }
+            if (row.get("lineage") instanceof MapValue line) {
+                AnyValue[] lineage = new AnyValue[LINEAGE.length];
+                for (int l = 0; l < LINEAGE.length; l++) {
+                    lineage[l] = line.get(LINEAGE[l]);
+                }
+                out[LINEAGE_AT] = VirtualValues.list(lineage);
+            }
+            List<AnyValue> rels = new ArrayList<>();
+            for (int t = 0; t < REL_TYPES.length; t++) {
+                if (row.get(REL_TYPES[t]) instanceof ListValue list) {
+                    for (AnyValue item : list) {
+                        MapValue rel = (MapValue) item;
+                        Integer end = rowOf.get(rel.get("o"));
+                        rels.add(Values.intValue(t));
+                        rels.add(end != null ? Values.intValue(end) : rel.get("o"));
+                        rels.add(rel.get("graph"));
+                        rels.add(t == LINK ? rel.get("predicate") : NoValue.NO_VALUE);
+                    }
+                }
+            }
+            if (!rels.isEmpty()) {
+                out[RELS] = VirtualValues.fromList(rels);
+            }
+            return VirtualValues.list(out);
+        }
+    }
+
+    /** One batch's write: its tokens, tables, cursors and the properties of the node being written. */
     private static final class Writer implements AutoCloseable {
         private final KernelTransaction ktx;
         private final Read read;
@@ -116,10 +234,7 @@ public class WriteBatch {
         private final NodeCursor node;
         private final PropertyCursor props;
         private final RelationshipTraversalCursor rels;
-        private final Map<String, Integer> keyIds = new HashMap<>();
-        private final Map<String, Integer> labelIds = new HashMap<>();
-        private final Map<Integer, Value> before = new HashMap<>();
-        private final Map<AnyValue, Long> batchIds = new HashMap<>();
+        private final MutableIntObjectMap<Value> before = new IntObjectHashMap<>();
         private final MutableIntObjectMap<Value> changes = new IntObjectHashMap<>();
         private final MutableIntSet added = new IntHashSet();
         private TokenSet labels = TokenSet.NONE;
@@ -127,6 +242,10 @@ public class WriteBatch {
         private final int[] status = new int[STATUS.length];
         private final int[] lineage = new int[LINEAGE.length];
         private final int[] relTypes = new int[REL_TYPES.length];
+        private int[] keyTable;
+        private int[] labelTable;
+        private Value[] strings;
+        private long[] ids;
 
         Writer(KernelTransaction ktx) throws KernelException {
             this.ktx = ktx;
@@ -144,32 +263,43 @@ public class WriteBatch {
             props = ktx.cursors().allocatePropertyCursor(context, memory);
             rels = ktx.cursors().allocateRelationshipTraversalCursor(context, memory);
             resource = tokens.labelGetOrCreateForName("Resource");
-            iri = key("iri");
-            graph = key("graph");
-            types = key("types");
-            chunks = key("selectedChunk");
-            extra = key("extraLiterals");
-            started = key("startedAtTime");
-            predicate = key("predicate");
+            iri = tokens.propertyKeyGetOrCreateForName("iri");
+            graph = tokens.propertyKeyGetOrCreateForName("graph");
+            types = tokens.propertyKeyGetOrCreateForName("types");
+            chunks = tokens.propertyKeyGetOrCreateForName("selectedChunk");
+            extra = tokens.propertyKeyGetOrCreateForName("extraLiterals");
+            started = tokens.propertyKeyGetOrCreateForName("startedAtTime");
+            predicate = tokens.propertyKeyGetOrCreateForName("predicate");
             for (int i = 0; i < STATUS.length; i++) {
-                status[i] = key(STATUS[i]);
+                status[i] = tokens.propertyKeyGetOrCreateForName(STATUS[i]);
             }
             for (int i = 0; i < LINEAGE.length; i++) {
-                lineage[i] = key(LINEAGE[i]);
+                lineage[i] = tokens.propertyKeyGetOrCreateForName(LINEAGE[i]);
             }
             Arrays.fill(relTypes, -1);
         }
 
-        /** Every node first, then every relationship (an end node may be a later row's). */
-        void write(ListValue rows) throws KernelException {
+        /** The tables' tokens first, then every node, then every relationship (an end node may be a later row's). */
+        void write(ListValue keys, ListValue labelNames, ListValue shared, ListValue rows) throws KernelException {
+            keyTable = new int[keys.intSize()];
+            for (int k = 0; k < keyTable.length; k++) {
+                keyTable[k] = tokens.propertyKeyGetOrCreateForName(((TextValue) keys.value(k)).stringValue());
+            }
+            labelTable = new int[labelNames.intSize()];
+            for (int k = 0; k < labelTable.length; k++) {
+                labelTable[k] = tokens.labelGetOrCreateForName(((TextValue) labelNames.value(k)).stringValue());
+            }
+            strings = new Value[shared.intSize()];
+            for (int k = 0; k < strings.length; k++) {
+                strings[k] = (Value) shared.value(k);
+            }
             int size = rows.intSize();
-            long[] ids = new long[size];
-            MapValue[] written = new MapValue[size];
+            ids = new long[size];
+            ListValue[] written = new ListValue[size];
             int i = 0;
             for (AnyValue row : rows) {
-                written[i] = (MapValue) row;
+                written[i] = (ListValue) row;
                 ids[i] = node(written[i]);
-                batchIds.put(written[i].get("iri"), ids[i]);
                 i++;
             }
             for (i = 0; i < size; i++) {
@@ -177,22 +307,21 @@ public class WriteBatch {
             }
         }
 
-        private int key(String name) throws KernelException {
-            Integer id = keyIds.get(name);
-            if (id == null) {
-                id = tokens.propertyKeyGetOrCreateForName(name);
-                keyIds.put(name, id);
-            }
-            return id;
+        /** A string-table index's text, or the text itself. */
+        private AnyValue text(AnyValue value) {
+            return value instanceof NumberValue n ? strings[(int) n.longValue()] : value;
         }
 
-        private int label(String name) throws KernelException {
-            Integer id = labelIds.get(name);
-            if (id == null) {
-                id = tokens.labelGetOrCreateForName(name);
-                labelIds.put(name, id);
+        /** A list of string-table indexes (or texts) as the list of their texts. */
+        private AnyValue texts(AnyValue value) {
+            if (!(value instanceof ListValue list)) {
+                return value;
             }
-            return id;
+            AnyValue[] out = new AnyValue[list.intSize()];
+            for (int j = 0; j < out.length; j++) {
+                out[j] = text(list.value(j));
+            }
+            return VirtualValues.list(out);
         }
 
         /** MERGE (n:Resource {iri}): the unique index's locking seek, as Cypher's MERGE takes. */
@@ -200,8 +329,8 @@ public class WriteBatch {
             return read.lockingNodeUniqueIndexSeek(iriIndex, seek, PropertyIndexQuery.exact(iri, value));
         }
 
-        private long node(MapValue row) throws KernelException {
-            Value iriValue = (Value) row.get("iri");
+        private long node(ListValue row) throws KernelException {
+            Value iriValue = (Value) row.value(IRI);
             long id = seekIri(iriValue);
             boolean created = id == StatementConstants.NO_SUCH_NODE;
             changes.clear();
@@ -211,43 +340,49 @@ public class WriteBatch {
                 labels = TokenSet.NONE;
                 id = write.nodeCreateWithLabels(new int[] {resource});
                 changes.put(iri, iriValue);
-                setIfPresent(graph, row.get("graph"));
-                setIfPresent(types, row.get("types"));
-                setIfPresent(chunks, row.get("chunks"));
-                setIfPresent(extra, row.get("extra"));
+                setIfPresent(graph, text(at(row, GRAPH)));
+                setIfPresent(types, texts(at(row, TYPES)));
+                setIfPresent(chunks, at(row, CHUNKS));
+                setIfPresent(extra, at(row, EXTRA));
             } else {  // ON MATCH SET: the lists unioned, in their order
                 load(id);
-                union(types, row.get("types"));
-                union(chunks, row.get("chunks"));
-                union(extra, row.get("extra"));
+                union(types, texts(at(row, TYPES)));
+                union(chunks, at(row, CHUNKS));
+                union(extra, at(row, EXTRA));
             }
-            if (row.get("props") instanceof MapValue map) {  // SET n += row.props
-                map.foreach((name, value) -> set(key(name), value));
+            if (at(row, PROPS) instanceof ListValue flat) {  // SET n += row.props
+                for (int p = 0; p + 1 < flat.intSize(); p += 2) {
+                    set(keyTable[index(flat.value(p))], flat.value(p + 1));
+                }
             }
-            if (row.get("startedAtTime") instanceof TextValue text) {
+            if (at(row, SCOPE) instanceof ListValue flat) {  // the props whose texts are in the table
+                for (int p = 0; p + 1 < flat.intSize(); p += 2) {
+                    set(keyTable[index(flat.value(p))], text(flat.value(p + 1)));
+                }
+            }
+            if (at(row, STARTED) instanceof TextValue text) {
                 changes.put(started, DateTimeValue.parse(text, UTC));
             }
-            if (row.get("labels") instanceof ListValue names) {
+            if (at(row, LABELS) instanceof ListValue names) {
                 for (AnyValue name : names) {
-                    int label = label(((TextValue) name).stringValue());
+                    int label = labelTable[index(name)];
                     if (label != resource && !labels.contains(label)) {
                         added.add(label);
                     }
                 }
             }
-            AnyValue steps = row.get(STATUS[STEPS]);
-            if (steps != NoValue.NO_VALUE) {  // the status with the most steps wins
+            if (at(row, STATUS_AT) instanceof ListValue st) {  // the status with the most steps wins
                 Value old = before(status[STEPS]);
                 if (old == NoValue.NO_VALUE
-                        || ((NumberValue) old).doubleValue() <= ((NumberValue) steps).doubleValue()) {
+                        || ((NumberValue) old).doubleValue() <= ((NumberValue) st.value(STEPS)).doubleValue()) {
                     for (int s = 0; s < STATUS.length; s++) {
-                        set(status[s], row.get(STATUS[s]));
+                        set(status[s], st.value(s));
                     }
                 }
             }
-            if (row.get("lineage") instanceof MapValue line) {  // each offset kept once set
+            if (at(row, LINEAGE_AT) instanceof ListValue line) {  // each offset kept once set
                 for (int l = 0; l < LINEAGE.length; l++) {
-                    AnyValue value = line.get(LINEAGE[l]);
+                    AnyValue value = line.value(l);
                     if (value != NoValue.NO_VALUE && before(lineage[l]) == NoValue.NO_VALUE) {
                         changes.put(lineage[l], (Value) value);
                     }
@@ -337,40 +472,37 @@ public class WriteBatch {
         }
 
         /** MATCH (o:Resource {iri: rel.o}) MERGE (n)-[r:TYPE {predicate}]->(o) SET r.graph = rel.graph. */
-        private void relationships(long id, MapValue row) throws KernelException {
-            for (int t = 0; t < REL_TYPES.length; t++) {
-                if (!(row.get(REL_TYPES[t]) instanceof ListValue list)) {
-                    continue;
-                }
+        private void relationships(long id, ListValue row) throws KernelException {
+            if (!(at(row, RELS) instanceof ListValue flat)) {
+                return;
+            }
+            for (int r = 0; r + 3 < flat.intSize(); r += 4) {
+                int t = index(flat.value(r));
                 if (relTypes[t] < 0) {
                     relTypes[t] = tokens.relationshipTypeGetOrCreateForName(REL_TYPES[t]);
                 }
-                for (AnyValue item : list) {
-                    MapValue rel = (MapValue) item;
-                    AnyValue end = rel.get("o");
-                    Long known = batchIds.get(end);  // a node of this batch: seeked (and locked) already
-                    long other = known != null ? known : seekIri((Value) end);
-                    if (other == StatementConstants.NO_SUCH_NODE) {
-                        continue;  // MATCH found no end node: nothing to merge
-                    }
-                    AnyValue pred = t == LINK ? rel.get("predicate") : NoValue.NO_VALUE;
-                    long found = find(id, relTypes[t], other, pred);
+                AnyValue end = flat.value(r + 1);  // a row of this batch was seeked (and locked) already
+                long other = end instanceof NumberValue n ? ids[(int) n.longValue()] : seekIri((Value) end);
+                if (other == StatementConstants.NO_SUCH_NODE) {
+                    continue;  // MATCH found no end node: nothing to merge
+                }
+                AnyValue pred = t == LINK ? flat.value(r + 3) : NoValue.NO_VALUE;
+                long found = find(id, relTypes[t], other, pred);
+                if (found == StatementConstants.NO_SUCH_RELATIONSHIP) {
+                    ktx.locks().acquireExclusiveNodeLock(id, other);  // then look again, as MERGE does
+                    found = find(id, relTypes[t], other, pred);
                     if (found == StatementConstants.NO_SUCH_RELATIONSHIP) {
-                        ktx.locks().acquireExclusiveNodeLock(id, other);  // then look again, as MERGE does
-                        found = find(id, relTypes[t], other, pred);
-                        if (found == StatementConstants.NO_SUCH_RELATIONSHIP) {
-                            found = write.relationshipCreate(id, relTypes[t], other);
-                            if (pred != NoValue.NO_VALUE) {
-                                write.relationshipSetProperty(found, predicate, (Value) pred);
-                            }
+                        found = write.relationshipCreate(id, relTypes[t], other);
+                        if (pred != NoValue.NO_VALUE) {
+                            write.relationshipSetProperty(found, predicate, (Value) pred);
                         }
                     }
-                    AnyValue g = rel.get("graph");
-                    if (g == NoValue.NO_VALUE) {
-                        write.relationshipRemoveProperty(found, graph);
-                    } else {
-                        write.relationshipSetProperty(found, graph, (Value) g);
-                    }
+                }
+                AnyValue g = text(flat.value(r + 2));
+                if (g == NoValue.NO_VALUE) {
+                    write.relationshipRemoveProperty(found, graph);
+                } else {
+                    write.relationshipSetProperty(found, graph, (Value) g);
                 }
             }
         }
