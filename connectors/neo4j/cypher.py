@@ -90,9 +90,10 @@ CALL (n, row) {
 WRITE_BATCH_QUERY: Final[LiteralString] = "CYPHER replan=skip\n" + WRITE_BATCH
 
 # WRITE_BATCH as a procedure (connectors/neo4j/procedure/WriteBatch.java, which deploy/neo4j.sh
-# installs): the same rows and the same graph through Neo4j's kernel API, for less of the server's
-# CPU (BENCHMARKS.md). The store calls it when the server has it with this contract number in its
-# description (PROVSTREAM_NEO4J_PROCEDURE); the number changes whenever the rows do.
+# installs): the same graph through Neo4j's kernel API, from rows.procedure_batch of the same rows,
+# for less of the server's CPU (BENCHMARKS.md). The store calls it when the server has it with this
+# contract number in its description (PROVSTREAM_NEO4J_PROCEDURE); the number changes whenever the
+# batch it takes does.
 PROCEDURE_NAME: Final = "provstream.writeBatch"
 PROCEDURE_CONTRACT: Final = "contract 2"
 WRITE_BATCH_PROCEDURE: Final[LiteralString] = "CALL provstream.writeBatch($batch)"

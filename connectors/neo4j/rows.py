@@ -369,7 +369,7 @@ def procedure_batch_py(rows: Sequence[Row]) -> dict[str, list[Any]]:
     keys: dict[str, int] = {}
     labels: dict[str, int] = {}
     strings: dict[str, int] = {}
-    index = {}
+    index: dict[Any, int] = {}
     for i, row in enumerate(rows):
         index.setdefault(row["iri"], i)
 
@@ -382,7 +382,8 @@ def procedure_batch_py(rows: Sequence[Row]) -> dict[str, list[Any]]:
         return found
 
     out: list[list[Any]] = []
-    for row in rows:
+    for row in rows:  # the tables fill in the order of the positions, as the C function fills them
+        graph = text(row.get("graph"))
         props: list[Any] = []
         scope: list[Any] = []
         for name, value in row["props"].items():
@@ -400,6 +401,7 @@ def procedure_batch_py(rows: Sequence[Row]) -> dict[str, list[Any]]:
                 label = labels[name] = len(labels)
             names.append(label)
         types = row.get("types")
+        type_texts = [text(x) for x in types] if types else None
         status = ([row["status"], row["steps"], row["expectedSteps"], row["lateSteps"], row["missingSteps"]]
                   if "steps" in row else None)
         line = row.get("lineage")
@@ -409,9 +411,9 @@ def procedure_batch_py(rows: Sequence[Row]) -> dict[str, list[Any]]:
         for t, rel_type in enumerate(_PROCEDURE_RELS):
             for rel in row.get(rel_type, ()):
                 rels += (t, index.get(rel["o"], rel["o"]), text(rel["graph"]), rel.get("predicate"))
-        out_row = [row["iri"], text(row.get("graph")), props or None, scope or None, names or None,
-                   [text(x) for x in types] if types else None, row.get("chunks") or None,
-                   row.get("extra") or None, row.get("startedAtTime"), status, lineage, rels or None]
+        out_row = [row["iri"], graph, props or None, scope or None, names or None, type_texts,
+                   row.get("chunks") or None, row.get("extra") or None, row.get("startedAtTime"), status, lineage,
+                   rels or None]
         while out_row[-1] is None:
             out_row.pop()
         out.append(out_row)

@@ -114,7 +114,8 @@ class Neo4jStore(DriverOwner):
         runs the Cypher statement otherwise, ``on`` requires the procedure, ``off`` never uses
         it. Both give the same graph. Setting it overrides the choice (a benchmark's variant).
 
-        :returns: the statement, which takes ``$batch`` (``{"rows": [...]}``).
+        :returns: the statement, which takes ``$batch``: ``{"rows": [...]}`` of :func:`.rows.write_rows`
+            for the Cypher statement, :func:`.rows.procedure_batch` of them for the procedure.
         :raises StoreError: ``on`` and the server has no procedure of this contract.
         :raises StoreUnavailable: Neo4j cannot be reached.
 

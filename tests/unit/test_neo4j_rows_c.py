@@ -3,6 +3,7 @@
 ``rows.batch_rows`` must return exactly ``write_rows(build_rows(batch), lineage)``
 and its count, with the keys of every row in the same order (what the driver
 packs), for any batch; what the C rows do not take they leave to the Python ones.
+``rows.procedure_batch`` (C) must return exactly ``rows.procedure_batch_py`` of those rows.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def assert_same(batch: list[StepTriples]) -> None:
         return
     assert ordered(rows.batch_rows(batch, lineage)) == expected
     assert ordered(rows.batch_rows_at(batch, origins)) == expected
+    python_rows = rows._batch_rows_py(batch, lineage)[1]
+    procedure = list(rows.procedure_batch_py(python_rows).items())
+    assert list(rows.procedure_batch(python_rows).items()) == procedure
+    assert list(_rows_c.procedure_batch(python_rows).items()) == procedure
     for c, how in ((_rows_c.write_rows, lineage), (_rows_c.write_rows_at, origins)):
         try:
             assert ordered(c(batch, how)) == expected  # type: ignore[operator]
@@ -211,6 +216,24 @@ def test_what_the_c_rows_do_not_take_the_python_rows_build() -> None:
         rows._batch_rows_py([msg], lineage_of([msg])))
 
 
+@needs_c
+def test_rows_the_c_procedure_batch_does_not_take_the_python_one_builds() -> None:
+    """Not the exact dicts and lists write_rows makes: Unsupported in C, the same batch from procedure_batch."""
+    messages = fold_all(scenario(load_trajectories(), "procedure-batch", start=datetime(2025, 3, 1, tzinfo=UTC)))
+    good = rows._batch_rows_py(messages)[1]
+    odd = [{**good[0], "labels": tuple(good[0]["labels"])}, *good[1:]]
+    rel_type = next(name for name in rows._PROCEDURE_RELS if any(name in row for row in good))
+    with_group = next(i for i, row in enumerate(good) if rel_type in row)
+    odd_rel = [*good]
+    odd_rel[with_group] = {**good[with_group], rel_type: tuple(good[with_group][rel_type])}
+    for batch in (odd, odd_rel, [*good, ["urn:not-a-row"]]):
+        with pytest.raises((_rows_c.Unsupported, TypeError)):
+            _rows_c.procedure_batch(batch)  # type: ignore[arg-type]
+    for batch in (odd, odd_rel):
+        assert rows.procedure_batch(batch) == rows.procedure_batch_py(batch)
+    assert rows.procedure_batch(good)["rows"][0][0] == good[0]["iri"]
+
+
 def test_a_quoted_triple_the_model_cannot_hold_is_refused_as_before() -> None:
     q = QuotedTriple(Iri("urn:s"), Iri("urn:p"), Iri("urn:o"))
     base = rows._sample_batch()[0]
@@ -231,8 +254,11 @@ def test_the_c_rows_leak_nothing() -> None:
     refused = Triple(Iri("urn:n"), Iri("urn:other"), QuotedTriple(Iri("a"), Iri("b"), Iri("c")))
     bad = [*batch[:5], StepTriples("e", "s", v.Mechanism.AGENT, 0, "u", "c", "urn:q", (refused,),
                                    SessionStatus(SessionState.OPEN, 1))]
+    made = rows._batch_rows_py(batch, lineage)[1]
+    unsupported = [*made[:5], {**made[5], "lineage": []}]
     for _ in range(20):  # warm caches and interned values first
         _rows_c.write_rows(batch, lineage)
+        _rows_c.procedure_batch(made)
     gc.collect()
     tracemalloc.start()
     try:
@@ -241,6 +267,9 @@ def test_the_c_rows_leak_nothing() -> None:
             _rows_c.write_rows(batch, lineage)
             with pytest.raises(_rows_c.Unsupported):
                 _rows_c.write_rows(bad, [])
+            _rows_c.procedure_batch(made)
+            with pytest.raises(_rows_c.Unsupported):
+                _rows_c.procedure_batch(unsupported)
         gc.collect()
         after = tracemalloc.take_snapshot()
     finally:
