@@ -1129,6 +1129,20 @@ must(PyObject *row, PyObject *key)
     return value;
 }
 
+/* [d[keys[0]], ..., d[keys[n - 1]]] of an exact dict (a new reference); NULL with Unsupported if one is missing. */
+static PyObject *
+values_of(PyObject *d, PyObject *const *keys, int n)
+{
+    PyObject *out = PyList_New(n), *value;
+    for (int i = 0; out != NULL && i < n; i++) {
+        if ((value = must(d, keys[i])) == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, Py_NewRef(value));
+    }
+    return out;
+}
+
 /* [x, y, ...] appended to list (a flat list of pairs or quadruples); steals the references. */
 static int
 extend(PyObject *list, PyObject **items, int n)
@@ -1231,13 +1245,8 @@ procedure_row(PyObject *row, PyObject *keys, PyObject *labels, PyObject *strings
         goto done;
     if (n) {
         PyObject *fields[5] = {k_status, k_steps, k_expected, k_late, k_missing};
-        if ((at[P_STATUS] = PyList_New(5)) == NULL)
+        if ((at[P_STATUS] = values_of(row, fields, 5)) == NULL)
             goto done;
-        for (int i = 0; i < 5; i++) {
-            if ((value = must(row, fields[i])) == NULL)
-                goto done;
-            PyList_SET_ITEM(at[P_STATUS], i, Py_NewRef(value));
-        }
     }
     else
         at[P_STATUS] = Py_NewRef(Py_None);
@@ -1250,13 +1259,8 @@ procedure_row(PyObject *row, PyObject *keys, PyObject *labels, PyObject *strings
             bail("lineage is not a dict");
             goto done;
         }
-        if ((at[P_LINEAGE] = PyList_New(4)) == NULL)
+        if ((at[P_LINEAGE] = values_of(line, lineage_fields, 4)) == NULL)
             goto done;
-        for (int i = 0; i < 4; i++) {
-            if ((value = must(line, lineage_fields[i])) == NULL)
-                goto done;
-            PyList_SET_ITEM(at[P_LINEAGE], i, Py_NewRef(value));
-        }
     }
     else
         at[P_LINEAGE] = Py_NewRef(Py_None);
