@@ -336,7 +336,6 @@ def write_rows(rows: Rows, lineage: Iterable[Mapping[str, Any]] = ()) -> list[Ro
     return list(out.values())
 
 
-
 # The procedure's batch (contract 2 of connectors/neo4j/procedure/WriteBatch.java): the rows by position.
 PROCEDURE_POSITIONS: Final = ("iri", "graph", "props", "scope", "labels", "types", "chunks", "extra",
                               "startedAtTime", "status", "lineage", "relationships")
